@@ -1,0 +1,53 @@
+"""The ``groupcoord`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="groupcoord", description="Kafka's classic group coordinator.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("scenario", help="run conformance scenarios (files or directories)")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--quiet", action="store_true", help="print failures only")
+
+    p = sub.add_parser("demo", help="drive simulated members through a rebalance and narrate it")
+    p.add_argument("--members", type=int, default=3)
+    p.add_argument("--partitions", type=int, default=6)
+
+    p = sub.add_parser("bench", help="benchmarks; JSON lines last")
+    p.add_argument("target", choices=["core"])
+    p.add_argument("--quick", action="store_true", help="smaller runs (for smoke tests)")
+
+    args = parser.parse_args(argv)
+    if args.command == "scenario":
+        from .conformance import run_file, scenario_files
+
+        files = scenario_files(args.paths)
+        if not files:
+            print("no scenario files found", file=sys.stderr)
+            return 2
+        failed = 0
+        for path in files:
+            result = run_file(path)
+            failed += not result.passed
+            if not (args.quiet and result.passed):
+                print(result.line())
+        print(f"{len(files) - failed} passed, {failed} failed")
+        return 1 if failed else 0
+    if args.command == "demo":
+        from .demo import run_demo
+
+        return run_demo(args.members, args.partitions)
+    if args.command == "bench":
+        from .bench import run_core_bench
+
+        return run_core_bench(quick=args.quick)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,305 @@
+"""Outputs of the coordinator: responses, storage writes and timers, plus the response bodies
+and the stored records they carry.
+
+Response bodies are logical, version-independent values with Kafka's field names; ``wire``
+turns one into the exact fields of a given API version.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from .errors import Error
+
+# --- commands ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Respond:
+    """Answer the request ``request_id`` (every request is answered exactly once)."""
+
+    request_id: Any
+    response: Any
+
+
+@attrs.frozen
+class Write:
+    """Append ``records`` to the offsets-topic ``partition``; report the outcome with
+    WriteCompleted / WriteFailed carrying ``write_id``. Responses that depend on it wait."""
+
+    write_id: int
+    partition: int
+    records: tuple
+
+
+@attrs.frozen
+class SetTimer:
+    """Arm (or re-arm: a key has at most one timer) ``key`` to fire at ``deadline_ms``.
+    Timers with the same deadline fire in the order they were armed."""
+
+    key: tuple
+    deadline_ms: int
+    payload: Any = None
+
+
+@attrs.frozen
+class CancelTimer:
+    key: tuple
+
+
+@attrs.frozen
+class CancelPartitionTimers:
+    """Cancel every timer of the groups on ``partition`` (keys are (kind, partition, ...))."""
+
+    partition: int
+
+
+# Timer keys are plain tuples whose second element is the offsets partition.
+def heartbeat_key(partition: int, group_id: str, member_id: str) -> tuple:
+    return ("heartbeat", partition, group_id, member_id)
+
+
+def join_key(partition: int, group_id: str) -> tuple:
+    return ("join", partition, group_id)
+
+
+def sync_key(partition: int, group_id: str) -> tuple:
+    return ("sync", partition, group_id)
+
+
+def expiration_key(partition: int) -> tuple:
+    return ("expire", partition)
+
+
+# --- stored records (the values of Kafka's __consumer_offsets records) ------------------
+
+
+@attrs.frozen
+class MemberRecord:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@attrs.frozen
+class GroupMetadataRecord:
+    group_id: str
+    protocol_type: str
+    generation_id: int
+    protocol_name: str | None
+    leader_id: str | None
+    current_state_timestamp_ms: int
+    members: tuple[MemberRecord, ...] = ()
+
+    @property
+    def key(self) -> tuple:
+        return ("group", self.group_id)
+
+
+@attrs.frozen
+class GroupTombstone:
+    group_id: str
+
+    @property
+    def key(self) -> tuple:
+        return ("group", self.group_id)
+
+
+@attrs.frozen
+class OffsetCommitRecord:
+    group_id: str
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+    expire_timestamp_ms: int | None = None
+
+    @property
+    def key(self) -> tuple:
+        return ("offset", self.group_id, self.topic, self.partition)
+
+
+@attrs.frozen
+class OffsetTombstone:
+    group_id: str
+    topic: str
+    partition: int
+
+    @property
+    def key(self) -> tuple:
+        return ("offset", self.group_id, self.topic, self.partition)
+
+
+RECORD_TYPES = (GroupMetadataRecord, GroupTombstone, OffsetCommitRecord, OffsetTombstone)
+
+# --- response bodies ----------------------------------------------------------------------
+
+
+@attrs.frozen
+class JoinGroupResponseMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@attrs.frozen(kw_only=True)
+class JoinGroupResponse:
+    error_code: Error
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    skip_assignment: bool = False
+    member_id: str = ""
+    members: tuple[JoinGroupResponseMember, ...] = ()
+
+
+@attrs.frozen(kw_only=True)
+class SyncGroupResponse:
+    error_code: Error
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@attrs.frozen
+class HeartbeatResponse:
+    error_code: Error
+
+
+@attrs.frozen
+class LeaveGroupMemberResponse:
+    member_id: str
+    group_instance_id: str | None
+    error_code: Error
+
+
+@attrs.frozen
+class LeaveGroupResponse:
+    error_code: Error
+    members: tuple[LeaveGroupMemberResponse, ...] = ()
+
+
+@attrs.frozen
+class PartitionResult:
+    partition_index: int
+    error_code: Error
+
+
+@attrs.frozen
+class TopicResult:
+    name: str
+    partitions: tuple[PartitionResult, ...]
+
+
+@attrs.frozen
+class OffsetCommitResponse:
+    topics: tuple[TopicResult, ...]
+
+
+@attrs.frozen
+class FetchedPartition:
+    partition_index: int
+    committed_offset: int = -1
+    committed_leader_epoch: int = -1
+    metadata: str | None = ""
+    error_code: Error = Error.NONE
+
+
+@attrs.frozen
+class FetchedTopic:
+    name: str
+    partitions: tuple[FetchedPartition, ...]
+
+
+@attrs.frozen
+class FetchedGroup:
+    group_id: str
+    topics: tuple[FetchedTopic, ...] = ()
+    error_code: Error = Error.NONE
+
+
+@attrs.frozen
+class OffsetFetchResponse:
+    groups: tuple[FetchedGroup, ...]
+
+
+@attrs.frozen
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    member_metadata: bytes
+    member_assignment: bytes
+
+
+@attrs.frozen(kw_only=True)
+class DescribedGroup:
+    error_code: Error = Error.NONE
+    group_id: str
+    group_state: str = ""
+    protocol_type: str = ""
+    protocol_data: str = ""
+    members: tuple[DescribedMember, ...] = ()
+    authorized_operations: int = -2147483648
+
+
+@attrs.frozen
+class DescribeGroupsResponse:
+    groups: tuple[DescribedGroup, ...]
+
+
+@attrs.frozen
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    group_state: str
+    group_type: str = "classic"
+
+
+@attrs.frozen
+class ListGroupsResponse:
+    error_code: Error
+    groups: tuple[ListedGroup, ...] = ()
+
+
+@attrs.frozen
+class DeletableGroupResult:
+    group_id: str
+    error_code: Error
+
+
+@attrs.frozen
+class DeleteGroupsResponse:
+    results: tuple[DeletableGroupResult, ...]
+
+
+@attrs.frozen
+class OffsetDeleteResponse:
+    error_code: Error
+    topics: tuple[TopicResult, ...] = ()
+
+
+@attrs.frozen
+class Coordinator:
+    key: str
+    node_id: int
+    host: str
+    port: int
+    error_code: Error
+    error_message: str | None = None
+
+
+@attrs.frozen
+class FindCoordinatorResponse:
+    coordinators: tuple[Coordinator, ...]

@@ -1,0 +1,820 @@
+"""The coordinator: events in, commands out.
+
+``Coordinator.handle(event)`` is the whole interface. It routes a request through Kafka's
+service pre-checks (ownership, loading, group id, session timeout bounds) to the group state
+machine (membership.Membership) or the offset store, and turns what an operation did into
+commands: responses, at most one storage write per operation and partition (with the
+responses that depend on it held until WriteCompleted/WriteFailed), and timers.
+
+Deterministic: no clock, randomness, I/O or logging. Everything the coordinator holds is a
+frozen value (groups, members, offsets, pending writes) in plain dictionaries; ``snapshot``
+and ``restore`` move it in and out, e.g. for model checking against the TLA+ spec.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any, Iterable
+
+import attrs
+
+from . import events as ev
+from .commands import (
+    CancelPartitionTimers,
+    CancelTimer,
+    Coordinator as CoordinatorEndpoint,
+    DeletableGroupResult,
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribedMember,
+    DescribeGroupsResponse,
+    FetchedGroup,
+    FetchedPartition,
+    FetchedTopic,
+    FindCoordinatorResponse,
+    GroupMetadataRecord,
+    GroupTombstone,
+    HeartbeatResponse,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    ListedGroup,
+    ListGroupsResponse,
+    OffsetCommitRecord,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
+    OffsetFetchResponse,
+    OffsetTombstone,
+    PartitionResult,
+    Respond,
+    SetTimer,
+    SyncGroupResponse,
+    TopicResult,
+    Write,
+    expiration_key,
+    heartbeat_key,
+)
+from .config import CoordinatorConfig
+from .draft import GroupDraft
+from .errors import Error, translate_operation_error
+from .membership import Membership, MemberError, _subscribed_topics
+from .model import EMPTY_MAP, Group, Member, OffsetEntry
+from .states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+
+ACTIVE, LOADING = "active", "loading"
+
+
+@lru_cache(maxsize=1 << 16)
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """Kafka's ``Utils.abs(groupId.hashCode()) % partitions`` (Java's UTF-16 string hash)."""
+    h = 0
+    raw = group_id.encode("utf-16-be")
+    for i in range(0, len(raw), 2):
+        h = (31 * h + (raw[i] << 8 | raw[i + 1])) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % num_partitions
+
+
+@attrs.frozen
+class PendingWrite:
+    write_id: int
+    partition: int
+    callbacks: tuple  # ("kind", ...) tuples run when the write completes or fails
+    request: Any = None  # the request whose response rides on this write
+    response: Any = None  # that response, sent on success
+
+
+@attrs.frozen
+class CoordinatorState:
+    """Everything a Coordinator holds, as one immutable value."""
+
+    partitions: Any  # Mapping[int, "active" | "loading"]
+    groups: Any  # Mapping[str, Group]
+    offsets: Any  # Mapping[str, Mapping[(topic, partition), OffsetEntry]]
+    writes: Any  # Mapping[int, PendingWrite]
+    deferred: tuple  # (partition, wait_for_write_id, Respond)
+    next_write_id: int
+
+
+class Coordinator(Membership):
+    def __init__(self, config: CoordinatorConfig | None = None):
+        self.config = config or CoordinatorConfig()
+        self.config.validate()
+        self._partitions: dict[int, str] = {}
+        self._groups: dict[str, Group | GroupDraft] = {}
+        self._offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
+        self._writes: dict[int, PendingWrite] = {}
+        self._deferred: list[tuple[int, int, Respond]] = []
+        self._next_write_id = 1
+        self._pending_deletes: dict[Any, tuple[set[int], dict[str, Error]]] = {}
+        self._drafts: list[str] = []
+        self._op: dict[int, tuple[list, list]] = {}
+        self._now = 0
+        self._out: list = []
+        self._handlers = {
+            ev.JoinGroup: self._on_join, ev.SyncGroup: self._on_sync, ev.Heartbeat: self._on_heartbeat,
+            ev.LeaveGroup: self._on_leave, ev.OffsetCommit: self._on_offset_commit,
+            ev.OffsetFetch: self._on_offset_fetch, ev.DescribeGroups: self._on_describe,
+            ev.ListGroups: self._on_list, ev.DeleteGroups: self._on_delete_groups,
+            ev.OffsetDelete: self._on_offset_delete, ev.FindCoordinator: self._on_find_coordinator,
+            ev.TimerFired: self._on_timer, ev.WriteCompleted: self._on_write_done,
+            ev.WriteFailed: self._on_write_done, ev.LoadPartition: self._on_load,
+            ev.UnloadPartition: self._on_unload,
+        }
+
+    # ------------------------------------------------------------------ the interface
+
+    def handle(self, event) -> list:
+        """Apply one event; return the commands it produces, in order."""
+        self._now = event.now_ms
+        out = self._out = []
+        self._handlers[type(event)](event)
+        for gid in self._drafts:
+            draft = self._groups.get(gid)
+            if isinstance(draft, GroupDraft):
+                self._groups[gid] = draft.freeze()
+        self._drafts.clear()
+        return out
+
+    def group(self, group_id: str) -> Group | None:
+        return self._groups.get(group_id)
+
+    def groups(self) -> dict[str, Group]:
+        return dict(self._groups)
+
+    def offsets(self, group_id: str) -> dict[tuple[str, int], OffsetEntry]:
+        return dict(self._offsets.get(group_id, {}))
+
+    def owned_partitions(self) -> dict[int, str]:
+        return dict(self._partitions)
+
+    def partition_of(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.offsets_topic_num_partitions)
+
+    _partition_of = partition_of
+
+    def snapshot(self) -> CoordinatorState:
+        return CoordinatorState(
+            partitions=dict(self._partitions), groups=dict(self._groups),
+            offsets={g: dict(o) for g, o in self._offsets.items()}, writes=dict(self._writes),
+            deferred=tuple(self._deferred), next_write_id=self._next_write_id)
+
+    @classmethod
+    def restore(cls, state: CoordinatorState, config: CoordinatorConfig | None = None) -> "Coordinator":
+        c = cls(config)
+        c._partitions = dict(state.partitions)
+        c._groups = dict(state.groups)
+        c._offsets = {g: dict(o) for g, o in state.offsets.items()}
+        c._writes = dict(state.writes)
+        c._deferred = list(state.deferred)
+        c._next_write_id = state.next_write_id
+        return c
+
+    # ------------------------------------------------------------ emitting commands
+
+    def _respond(self, request_id, response) -> None:
+        self._out.append(Respond(request_id, response))
+
+    def _result(self, partition: int, request_id, response) -> None:
+        """An operation's own result: held behind writes still in flight on its partition
+        (Kafka answers a write operation without records only once earlier writes commit)."""
+        pending = [w for w in self._writes.values() if w.partition == partition] if self._writes else ()
+        if pending:
+            self._deferred.append((partition, max(w.write_id for w in pending), Respond(request_id, response)))
+        else:
+            self._out.append(Respond(request_id, response))
+
+    def _arm(self, key: tuple, delay_ms: int, payload=None) -> None:
+        self._out.append(SetTimer(key, self._now + delay_ms, payload))
+
+    def _cancel(self, key: tuple) -> None:
+        self._out.append(CancelTimer(key))
+
+    def _edit(self, group_id: str) -> GroupDraft:
+        group = self._groups[group_id]
+        if isinstance(group, GroupDraft):
+            return group
+        draft = self._groups[group_id] = GroupDraft(group)
+        self._drafts.append(group_id)
+        return draft
+
+    def _create_group(self, group_id: str) -> Group:
+        group = self._groups[group_id] = Group(group_id=group_id, partition=self.partition_of(group_id))
+        return group
+
+    # ------------------------------------------------------------ storage writes
+
+    def _append(self, partition: int, record, callback: tuple | None = None) -> None:
+        records, callbacks = self._op.setdefault(partition, ([], []))
+        records.append(record)
+        if callback is not None:
+            callbacks.append(callback)
+
+    def _op_has_records(self, partition: int) -> bool:
+        return bool(self._op.get(partition, ((),))[0])
+
+    def _run_op(self, partition: int | None, request, operation, *args) -> None:
+        """Run one operation; its records become one Write whose success releases the
+        operation's response (and whose failure answers it with Kafka's translated error)."""
+        self._op = {}
+        response = operation(*args)
+        op, self._op = self._op, {}
+        if not op:
+            if response is not None:
+                self._result(partition, request.request_id, response)
+            return
+        for part, (records, callbacks) in op.items():
+            write_id = self._next_write_id
+            self._next_write_id += 1
+            self._writes[write_id] = PendingWrite(
+                write_id, part, tuple(callbacks), request if response is not None else None, response)
+            self._out.append(Write(write_id, part, tuple(records)))
+
+    def _on_write_done(self, event) -> None:
+        write = self._writes.pop(event.write_id, None)
+        if write is None:
+            return
+        error = event.error if isinstance(event, ev.WriteFailed) else None
+        self._finish_write(write, None if error in (None, Error.NONE) else Error.parse(error))
+        self._release_deferred(write.partition)
+
+    def _finish_write(self, write: PendingWrite, error: Error | None) -> None:
+        self._op = {}
+        for callback in write.callbacks:
+            if callback[0] == "delete_result":
+                self._delete_result(write.write_id, callback[1], callback[2], error)
+            else:
+                self._run_callback(callback, error)
+        # Callbacks do not write again in Kafka's classic coordinator; a failed write's
+        # follow-up (a new rebalance) writes nothing until its own completion.
+        followups, self._op = self._op, {}
+        for part, (records, callbacks) in followups.items():
+            write_id = self._next_write_id
+            self._next_write_id += 1
+            self._writes[write_id] = PendingWrite(write_id, part, tuple(callbacks))
+            self._out.append(Write(write_id, part, tuple(records)))
+        if write.request is not None:
+            if error is None:
+                self._respond(write.request.request_id, write.response)
+            else:
+                self._respond(write.request.request_id,
+                              error_response(write.request, translate_operation_error(error)))
+
+    def _release_deferred(self, partition: int) -> None:
+        if not self._deferred:
+            return
+        lowest = min((w.write_id for w in self._writes.values() if w.partition == partition), default=None)
+        keep = []
+        for entry in self._deferred:
+            part, wait_for, respond = entry
+            if part == partition and (lowest is None or wait_for < lowest):
+                self._out.append(respond)
+            else:
+                keep.append(entry)
+        self._deferred = keep
+
+    def _run_callback(self, callback: tuple, error: Error | None) -> None:
+        kind = callback[0]
+        if kind == "sync":
+            self._sync_written(callback, error)
+        elif kind == "static_replace":
+            self._static_replace_written(callback, error)
+        elif kind == "new_group":
+            if error is not None:
+                self._rollback_new_group(callback[1], callback[2], error)
+        elif kind == "offsets":
+            if error is None:
+                _, gid, entries = callback
+                self._apply_offsets(gid, entries)
+        elif kind == "delete_offsets":
+            if error is None:
+                _, gid, keys = callback
+                stored = self._offsets.get(gid)
+                for key in keys:
+                    if stored is not None:
+                        stored.pop(key, None)
+        elif kind == "delete_group":
+            if error is None:
+                self._remove_group(callback[1])
+        # "empty_group": Kafka only logs a failure of that record.
+
+    def _rollback_new_group(self, group_id: str, request_id, error: Error) -> None:
+        """The record committing a new group failed: the group never existed (Kafka reverts
+        its in-memory state). Its parked requests are answered with the translated error."""
+        from .errors import translate_append_error
+
+        group = self._groups.get(group_id)
+        if group is None or group.generation_id != 0:
+            return
+        translated = translate_append_error(error)
+        for member in group.members.values():
+            if member.awaiting_join is not None:
+                self._respond(member.awaiting_join.request_id, JoinGroupResponse(error_code=translated))
+            if member.awaiting_sync is not None:
+                self._respond(member.awaiting_sync.request_id, SyncGroupResponse(error_code=translated))
+        self._remove_group(group_id)
+
+    def _remove_group(self, group_id: str) -> None:
+        self._groups.pop(group_id, None)
+        self._offsets.pop(group_id, None)
+
+    # ------------------------------------------------------------ request pre-checks
+
+    def _route(self, request, group_id: str | None) -> int | None:
+        """Kafka's service-layer checks for one group; answers and returns None on failure."""
+        if group_id is None or (group_id == "" and not isinstance(request, _EMPTY_ID_ALLOWED)):
+            self._respond(request.request_id, error_response(request, Error.INVALID_GROUP_ID))
+            return None
+        if isinstance(request, ev.JoinGroup) and not (
+                self.config.group_min_session_timeout_ms <= request.session_timeout_ms
+                <= self.config.group_max_session_timeout_ms):
+            self._respond(request.request_id, error_response(request, Error.INVALID_SESSION_TIMEOUT))
+            return None
+        partition = self.partition_of(group_id)
+        status = self._partitions.get(partition)
+        if status is ACTIVE:
+            return partition
+        if status is None:
+            error = Error.NOT_COORDINATOR
+        elif isinstance(request, ev.Heartbeat):
+            error = Error.NONE  # Kafka answers a heartbeat while loading with NONE
+        else:
+            error = Error.COORDINATOR_LOAD_IN_PROGRESS
+        self._respond(request.request_id, error_response(request, error, runtime=True))
+        return None
+
+    def _on_join(self, req: ev.JoinGroup) -> None:
+        if self._route(req, req.group_id) is not None:
+            self._run_op(None, req, self._join, req)
+
+    def _on_sync(self, req: ev.SyncGroup) -> None:
+        if self._route(req, req.group_id) is not None:
+            self._run_op(None, req, self._sync, req)
+
+    def _on_heartbeat(self, req: ev.Heartbeat) -> None:
+        partition = self._route(req, req.group_id)
+        if partition is not None:
+            self._heartbeat(req)
+
+    def _on_leave(self, req: ev.LeaveGroup) -> None:
+        partition = self._route(req, req.group_id)
+        if partition is not None:
+            self._run_op(partition, req, self._leave, req)
+
+    # ------------------------------------------------------------ offsets (§3.8, §3.9)
+
+    def _on_offset_commit(self, req: ev.OffsetCommit) -> None:
+        partition = self._route(req, req.group_id)
+        if partition is not None:
+            self._run_op(partition, req, self._commit, req, partition)
+
+    def _commit(self, req: ev.OffsetCommit, partition: int):
+        group = self._groups.get(req.group_id)
+        try:
+            if group is None:
+                if req.generation_id >= 0:
+                    raise MemberError(Error.GROUP_ID_NOT_FOUND if req.version >= 9 else Error.ILLEGAL_GENERATION)
+            else:
+                _validate_offset_commit(group, req)
+        except MemberError as e:
+            self._respond(req.request_id, error_response(req, e.error))
+            return None
+        if group is not None and group.state in (STABLE, PREPARING_REBALANCE):
+            member = group.members[req.member_id]
+            self._arm(heartbeat_key(partition, req.group_id, req.member_id), member.session_timeout_ms)
+        expire = None if req.retention_time_ms == -1 else self._now + req.retention_time_ms
+        limit = self.config.offset_metadata_max_bytes
+        topics, entries = [], []
+        for name, partitions in req.topics:
+            results = []
+            for p in partitions:
+                metadata = p.committed_metadata
+                if metadata is not None and len(metadata) > limit:
+                    results.append(PartitionResult(p.partition_index, Error.OFFSET_METADATA_TOO_LARGE))
+                    continue
+                results.append(PartitionResult(p.partition_index, Error.NONE))
+                entry = OffsetEntry(p.committed_offset, p.committed_leader_epoch, metadata or "", self._now, expire)
+                entries.append(((name, p.partition_index), entry))
+                self._append(partition, OffsetCommitRecord(
+                    req.group_id, name, p.partition_index, entry.offset, entry.leader_epoch,
+                    entry.metadata, entry.commit_timestamp_ms, expire))
+            topics.append(TopicResult(name, tuple(results)))
+        if entries:
+            records, callbacks = self._op[partition]
+            callbacks.append(("offsets", req.group_id, tuple(entries)))
+        return OffsetCommitResponse(tuple(topics))
+
+    def _apply_offsets(self, group_id: str, entries: Iterable) -> None:
+        if group_id not in self._groups:  # a "simple" group, created by its first commit
+            self._create_group(group_id)
+        stored = self._offsets.setdefault(group_id, {})
+        for key, entry in entries:
+            stored[key] = entry
+
+    def _on_offset_fetch(self, req: ev.OffsetFetch) -> None:
+        results: list[FetchedGroup] = []
+        waits = []
+        for fetch in req.groups:
+            if fetch.group_id is None:
+                results.append(FetchedGroup(fetch.group_id, (), Error.INVALID_GROUP_ID))
+                continue
+            partition = self.partition_of(fetch.group_id)
+            status = self._partitions.get(partition)
+            if status is not ACTIVE:
+                error = Error.NOT_COORDINATOR if status is None else Error.COORDINATOR_LOAD_IN_PROGRESS
+                results.append(FetchedGroup(fetch.group_id, (), error))
+                continue
+            results.append(self._fetch_group(fetch))
+            waits.append(partition)
+        response = OffsetFetchResponse(tuple(results))
+        if req.require_stable and len(set(waits)) == 1:
+            self._result(waits[0], req.request_id, response)
+        else:
+            self._respond(req.request_id, response)
+
+    def _fetch_group(self, fetch: ev.FetchGroup) -> FetchedGroup:
+        group = self._groups.get(fetch.group_id)
+        stored = {} if group is None or group.state is DEAD else self._offsets.get(fetch.group_id, {})
+        if fetch.topics is None:
+            by_topic: dict[str, list[FetchedPartition]] = {}
+            for (topic, p), entry in sorted(stored.items()):
+                by_topic.setdefault(topic, []).append(_fetched(p, entry))
+            topics = tuple(FetchedTopic(t, tuple(ps)) for t, ps in by_topic.items())
+        else:
+            topics = tuple(FetchedTopic(topic, tuple(_fetched(p, stored.get((topic, p))) for p in partitions))
+                           for topic, partitions in fetch.topics)
+        return FetchedGroup(fetch.group_id, topics)
+
+    def _on_offset_delete(self, req: ev.OffsetDelete) -> None:
+        partition = self._route(req, req.group_id)
+        if partition is not None:
+            self._run_op(partition, req, self._offset_delete, req, partition)
+
+    def _offset_delete(self, req: ev.OffsetDelete, partition: int):
+        group = self._groups.get(req.group_id)
+        if group is None or group.state is DEAD:
+            self._respond(req.request_id, OffsetDeleteResponse(Error.GROUP_ID_NOT_FOUND))
+            return None
+        if group.state in (STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE) and group.protocol_type != "consumer":
+            self._respond(req.request_id, OffsetDeleteResponse(Error.NON_EMPTY_GROUP))
+            return None
+        stored = self._offsets.get(req.group_id, {})
+        topics, deleted = [], []
+        for name, partitions in req.topics:
+            if _is_subscribed(group, name):
+                topics.append(TopicResult(name, tuple(
+                    PartitionResult(p, Error.GROUP_SUBSCRIBED_TO_TOPIC) for p in partitions)))
+                continue
+            for p in partitions:
+                if (name, p) in stored:
+                    deleted.append((name, p))
+                    self._append(partition, OffsetTombstone(req.group_id, name, p))
+            topics.append(TopicResult(name, tuple(PartitionResult(p, Error.NONE) for p in partitions)))
+        if deleted:
+            self._op[partition][1].append(("delete_offsets", req.group_id, tuple(deleted)))
+        return OffsetDeleteResponse(Error.NONE, tuple(topics))
+
+    # ------------------------------------------------------------ admin reads and deletes
+
+    def _on_describe(self, req: ev.DescribeGroups) -> None:
+        described = []
+        for gid in req.groups:
+            if gid is None:
+                described.append(DescribedGroup(group_id=gid, error_code=Error.INVALID_GROUP_ID))
+                continue
+            status = self._partitions.get(self.partition_of(gid))
+            if status is not ACTIVE:
+                error = Error.NOT_COORDINATOR if status is None else Error.COORDINATOR_LOAD_IN_PROGRESS
+                described.append(DescribedGroup(group_id=gid, error_code=error))
+                continue
+            described.append(_describe(gid, self._groups.get(gid)))
+        self._respond(req.request_id, DescribeGroupsResponse(tuple(described)))
+
+    def _on_list(self, req: ev.ListGroups) -> None:
+        if any(status is LOADING for status in self._partitions.values()):
+            self._respond(req.request_id, ListGroupsResponse(Error.COORDINATOR_LOAD_IN_PROGRESS))
+            return
+        states = {s.strip().lower() for s in req.states_filter}
+        types = {t.strip().lower() for t in req.types_filter}
+        listed = tuple(
+            ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
+            for g in self._groups.values()
+            if (not states or g.state.value.lower() in states) and (not types or "classic" in types))
+        self._respond(req.request_id, ListGroupsResponse(Error.NONE, listed))
+
+    def _on_delete_groups(self, req: ev.DeleteGroups) -> None:
+        by_partition: dict[int, list[str]] = {}
+        results: dict[str, Error] = {}
+        for gid in req.groups_names:
+            if gid is None:
+                results[gid] = Error.INVALID_GROUP_ID
+                continue
+            partition = self.partition_of(gid)
+            status = self._partitions.get(partition)
+            if status is not ACTIVE:
+                results[gid] = Error.NOT_COORDINATOR if status is None else Error.COORDINATOR_LOAD_IN_PROGRESS
+                continue
+            by_partition.setdefault(partition, []).append(gid)
+        self._op = {}
+        for partition, gids in by_partition.items():
+            for gid in gids:
+                group = self._groups.get(gid)
+                if group is None or group.state is DEAD:
+                    results[gid] = Error.GROUP_ID_NOT_FOUND
+                elif group.state is not EMPTY:
+                    results[gid] = Error.NON_EMPTY_GROUP
+                else:
+                    results[gid] = Error.NONE
+                    for topic, p in sorted(self._offsets.get(gid, {})):
+                        self._append(partition, OffsetTombstone(gid, topic, p))
+                    self._append(partition, GroupTombstone(gid), ("delete_group", gid))
+        op, self._op = self._op, {}
+        response = DeleteGroupsResponse(tuple(DeletableGroupResult(g, e) for g, e in results.items()))
+        if not op:
+            self._respond(req.request_id, response)
+            return
+        # One write per partition; the response waits for all of them. Kafka answers each
+        # partition's groups separately; a failure marks only that partition's groups.
+        write_ids = []
+        for partition, (records, callbacks) in op.items():
+            write_id = self._next_write_id
+            self._next_write_id += 1
+            write_ids.append(write_id)
+            callbacks.append(("delete_result", req.request_id, tuple(by_partition[partition])))
+            self._writes[write_id] = PendingWrite(write_id, partition, tuple(callbacks))
+            self._out.append(Write(write_id, partition, tuple(records)))
+        self._pending_deletes[req.request_id] = (set(write_ids), dict(results))
+
+    def _delete_result(self, write_id: int, request_id, group_ids: tuple, error: Error | None) -> None:
+        waiting, results = self._pending_deletes[request_id]
+        waiting.discard(write_id)
+        if error is not None:
+            for gid in group_ids:
+                if results[gid] is Error.NONE:
+                    results[gid] = translate_operation_error(error)
+        if not waiting:
+            del self._pending_deletes[request_id]
+            self._respond(request_id, DeleteGroupsResponse(tuple(DeletableGroupResult(g, e) for g, e in results.items())))
+
+    def _on_find_coordinator(self, req: ev.FindCoordinator) -> None:
+        coordinators = []
+        for key in req.coordinator_keys:
+            if req.key_type != 0:
+                error = Error.INVALID_REQUEST
+            else:
+                owned = self._partitions.get(self.partition_of(key)) is not None
+                error = Error.NONE if owned else Error.COORDINATOR_NOT_AVAILABLE
+            if error is Error.NONE:
+                coordinators.append(CoordinatorEndpoint(key, self.config.node_id, self.config.advertised_host,
+                                                        self.config.advertised_port, error))
+            else:
+                coordinators.append(CoordinatorEndpoint(key, -1, "", -1, error))
+        self._respond(req.request_id, FindCoordinatorResponse(tuple(coordinators)))
+
+    # ------------------------------------------------------------ timers
+
+    def _on_timer(self, event: ev.TimerFired) -> None:
+        key = event.key
+        kind, partition = key[0], key[1]
+        if self._partitions.get(partition) is not ACTIVE:
+            return
+        self._op = {}
+        if kind == "heartbeat":
+            self._heartbeat_expired(key[2], key[3])
+        elif kind == "join":
+            self._join_timer_fired(key[2], event.payload)
+        elif kind == "sync":
+            self._sync_timer_fired(key[2], event.payload)
+        elif kind == "expire":
+            self._expire(partition)
+        op, self._op = self._op, {}
+        for part, (records, callbacks) in op.items():
+            write_id = self._next_write_id
+            self._next_write_id += 1
+            self._writes[write_id] = PendingWrite(write_id, part, tuple(callbacks))
+            self._out.append(Write(write_id, part, tuple(records)))
+
+    def _expire(self, partition: int) -> None:
+        """The periodic offset/group expiration (GroupCoordinatorShard.cleanupGroupMetadata)."""
+        retention_ms = self.config.offsets_retention_ms
+        for gid, group in list(self._groups.items()):
+            if group.partition != partition:
+                continue
+            stored = self._offsets.get(gid, {})
+            all_expired = True
+            if stored:
+                base = _expiration_base(group)
+                if base is None:
+                    all_expired = False
+                else:
+                    expired = []
+                    for (topic, p), entry in sorted(stored.items()):
+                        if _is_subscribed(group, topic):
+                            all_expired = False
+                            continue
+                        if entry.expire_timestamp_ms is not None:
+                            gone = self._now >= entry.expire_timestamp_ms
+                        else:
+                            gone = self._now - base(entry) >= retention_ms
+                        if gone:
+                            expired.append((topic, p))
+                            self._append(partition, OffsetTombstone(gid, topic, p))
+                        else:
+                            all_expired = False
+                    if expired:
+                        self._op[partition][1].append(("delete_offsets", gid, tuple(expired)))
+            if all_expired and group.state is EMPTY:
+                self._append(partition, GroupTombstone(gid), ("delete_group", gid))
+        self._arm(expiration_key(partition), self.config.offsets_retention_check_interval_ms)
+
+    # ------------------------------------------------------------ load and unload (§3.11)
+
+    def _on_load(self, event: ev.LoadPartition) -> None:
+        partition = event.partition
+        if event.loading:
+            self._partitions[partition] = LOADING
+            return
+        groups: dict[str, GroupMetadataRecord | None] = {}
+        offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
+        for record in event.records:
+            if isinstance(record, GroupMetadataRecord):
+                groups[record.group_id] = record
+            elif isinstance(record, GroupTombstone):
+                groups[record.group_id] = None
+                offsets.pop(record.group_id, None)
+            elif isinstance(record, OffsetCommitRecord):
+                offsets.setdefault(record.group_id, {})[(record.topic, record.partition)] = OffsetEntry(
+                    record.offset, record.leader_epoch, record.metadata, record.commit_timestamp_ms,
+                    record.expire_timestamp_ms)
+                groups.setdefault(record.group_id, "simple")
+            elif isinstance(record, OffsetTombstone):
+                offsets.get(record.group_id, {}).pop((record.topic, record.partition), None)
+            else:
+                raise TypeError(f"not a coordinator record: {record!r}")
+        self._partitions[partition] = ACTIVE
+        for gid, record in groups.items():
+            if record is None:
+                continue
+            group = Group(group_id=gid, partition=partition) if record == "simple" else _group_from_record(record, partition)
+            self._groups[gid] = group
+            if offsets.get(gid):
+                self._offsets[gid] = offsets[gid]
+        self._op = {}
+        for gid, record in groups.items():
+            group = self._groups.get(gid)
+            if group is None or group.partition != partition or record in (None, "simple"):
+                continue
+            for mid, member in group.members.items():
+                self._arm(heartbeat_key(partition, gid, mid), member.session_timeout_ms)
+            if len(group.members) > self.config.group_max_size:
+                self._prepare_rebalance(self._edit(gid))
+        self._op = {}
+        self._arm(expiration_key(partition), self.config.offsets_retention_check_interval_ms)
+
+    def _on_unload(self, event: ev.UnloadPartition) -> None:
+        partition = event.partition
+        if partition not in self._partitions:
+            return
+        for write in [w for w in self._writes.values() if w.partition == partition]:
+            del self._writes[write.write_id]
+            self._finish_write(write, Error.NOT_COORDINATOR)
+        keep = []
+        for entry in self._deferred:
+            if entry[0] == partition:
+                request_id = entry[2].request_id
+                self._respond(request_id, _unload_error(entry[2].response))
+            else:
+                keep.append(entry)
+        self._deferred = keep
+        for gid, group in list(self._groups.items()):
+            if group.partition != partition:
+                continue
+            for member in group.members.values():
+                if group.state is PREPARING_REBALANCE and member.awaiting_join is not None:
+                    self._respond(member.awaiting_join.request_id, JoinGroupResponse(
+                        error_code=Error.NOT_COORDINATOR, member_id=member.member_id))
+                elif group.state in (COMPLETING_REBALANCE, STABLE) and member.awaiting_sync is not None:
+                    self._respond(member.awaiting_sync.request_id, SyncGroupResponse(error_code=Error.NOT_COORDINATOR))
+            del self._groups[gid]
+            self._offsets.pop(gid, None)
+        del self._partitions[partition]
+        # Last, so that timers armed by the failed writes' follow-ups are cancelled too.
+        self._out.append(CancelPartitionTimers(partition))
+
+
+_EMPTY_ID_ALLOWED = (ev.OffsetCommit, ev.OffsetFetch, ev.DescribeGroups, ev.DeleteGroups)
+
+
+def _validate_offset_commit(group, req: ev.OffsetCommit) -> None:
+    """ClassicGroup.validateOffsetCommit (non-transactional)."""
+    if group.state is DEAD:
+        raise MemberError(Error.COORDINATOR_NOT_AVAILABLE)
+    if req.generation_id < 0 and group.state is EMPTY:
+        return
+    if req.generation_id >= 0 or req.member_id != "" or req.group_instance_id is not None:
+        from .membership import validate_member
+
+        validate_member(group, req.member_id, req.group_instance_id)
+        if req.generation_id != group.generation_id:
+            raise MemberError(Error.ILLEGAL_GENERATION)
+    elif group.state is not EMPTY:
+        raise MemberError(Error.UNKNOWN_MEMBER_ID)
+    if group.state is COMPLETING_REBALANCE:
+        raise MemberError(Error.REBALANCE_IN_PROGRESS)
+
+
+def _is_subscribed(group, topic: str) -> bool:
+    if group.subscribed_topics is not None:
+        return topic in group.subscribed_topics
+    return group.protocol_type == "consumer"
+
+
+def _expiration_base(group):
+    """Which timestamp an offset's retention counts from, or None if it cannot expire (§5.3)."""
+    if group.protocol_type is not None:
+        if group.state is EMPTY:
+            return lambda entry: group.state_timestamp_ms if group.state_timestamp_ms is not None \
+                else entry.commit_timestamp_ms
+        if group.protocol_type == "consumer" and group.subscribed_topics is not None and group.state is STABLE:
+            return lambda entry: entry.commit_timestamp_ms
+        return None
+    return lambda entry: entry.commit_timestamp_ms
+
+
+def _fetched(partition: int, entry: OffsetEntry | None) -> FetchedPartition:
+    if entry is None:
+        return FetchedPartition(partition)
+    return FetchedPartition(partition, entry.offset, entry.leader_epoch, entry.metadata)
+
+
+def _describe(group_id: str, group) -> DescribedGroup:
+    if group is None:
+        return DescribedGroup(group_id=group_id, group_state=DEAD.value)
+    stable = group.state is STABLE
+    members = tuple(
+        DescribedMember(mid, m.group_instance_id, m.client_id, m.client_host,
+                        m.metadata(group.protocol_name) if stable else b"", m.assignment)
+        for mid, m in group.members.items())
+    return DescribedGroup(group_id=group_id, group_state=group.state.value, protocol_type=group.protocol_type or "",
+                          protocol_data=group.protocol_name or "" if stable else "", members=members)
+
+
+def _group_from_record(record: GroupMetadataRecord, partition: int) -> Group:
+    draft = GroupDraft(Group(
+        group_id=record.group_id, partition=partition, state=STABLE if record.members else EMPTY,
+        generation_id=record.generation_id, protocol_type=record.protocol_type or None,
+        protocol_name=record.protocol_name, leader_id=record.leader_id,
+        state_timestamp_ms=None if record.current_state_timestamp_ms == -1 else record.current_state_timestamp_ms))
+    for m in record.members:
+        draft.add(Member(
+            member_id=m.member_id, group_instance_id=m.group_instance_id, client_id=m.client_id,
+            client_host=m.client_host,
+            rebalance_timeout_ms=m.session_timeout_ms if m.rebalance_timeout_ms == -1 else m.rebalance_timeout_ms,
+            session_timeout_ms=m.session_timeout_ms, protocol_type=record.protocol_type,
+            protocols=((record.protocol_name or "", m.subscription),), assignment=m.assignment))
+    draft.leader_id = record.leader_id
+    draft.subscribed_topics = _subscribed_topics(draft)
+    return draft.freeze()
+
+
+def _unload_error(response):
+    return error_like(response, Error.NOT_COORDINATOR)
+
+
+def error_like(response, error: Error):
+    if isinstance(response, HeartbeatResponse):
+        return HeartbeatResponse(error)
+    if isinstance(response, LeaveGroupResponse):
+        return LeaveGroupResponse(error)
+    if isinstance(response, OffsetFetchResponse):
+        return OffsetFetchResponse(tuple(FetchedGroup(g.group_id, (), error) for g in response.groups))
+    return response
+
+
+def error_response(request, error: Error, runtime: bool = False):
+    """The response Kafka gives ``request`` when the whole request fails with ``error``."""
+    if isinstance(request, ev.JoinGroup):
+        # Service-level rejections echo the member id; runtime failures do not.
+        return JoinGroupResponse(error_code=error, member_id="" if runtime else request.member_id)
+    if isinstance(request, ev.SyncGroup):
+        return SyncGroupResponse(error_code=error)
+    if isinstance(request, ev.Heartbeat):
+        return HeartbeatResponse(error)
+    if isinstance(request, ev.LeaveGroup):
+        return LeaveGroupResponse(error)
+    if isinstance(request, ev.OffsetCommit):
+        return OffsetCommitResponse(tuple(
+            TopicResult(name, tuple(PartitionResult(p.partition_index, error) for p in partitions))
+            for name, partitions in request.topics))
+    if isinstance(request, ev.OffsetFetch):
+        return OffsetFetchResponse(tuple(FetchedGroup(g.group_id, (), error) for g in request.groups))
+    if isinstance(request, ev.DescribeGroups):
+        return DescribeGroupsResponse(tuple(DescribedGroup(group_id=g, error_code=error) for g in request.groups))
+    if isinstance(request, ev.ListGroups):
+        return ListGroupsResponse(error)
+    if isinstance(request, ev.DeleteGroups):
+        return DeleteGroupsResponse(tuple(DeletableGroupResult(g, error) for g in request.groups_names))
+    if isinstance(request, ev.OffsetDelete):
+        return OffsetDeleteResponse(error)
+    if isinstance(request, ev.FindCoordinator):
+        return FindCoordinatorResponse(tuple(
+            CoordinatorEndpoint(k, -1, "", -1, error) for k in request.coordinator_keys))
+    raise TypeError(f"not a request: {request!r}")

@@ -1,0 +1,146 @@
+"""A group being changed by one event: the mutable twin of ``model.Group``.
+
+An event that changes a group thaws it (shallow copies of its collections), applies Kafka's
+steps imperatively, and the coordinator freezes the result when the event is done. The
+bookkeeping Kafka keeps beside the member map (static map, protocol counts, awaiting-join
+count, leader) is maintained here, in one place.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+import attrs
+
+from .model import Group, Member, Parked
+from .states import LEGAL_PREVIOUS, GroupState, IllegalTransition
+
+_FIELDS = tuple(f.name for f in attrs.fields(Group))
+
+
+class GroupDraft:
+    __slots__ = _FIELDS
+
+    def __init__(self, group: Group):
+        for name in _FIELDS:
+            object.__setattr__(self, name, getattr(group, name))
+        self.members = dict(group.members)
+        self.static_members = dict(group.static_members)
+        self.pending_members = set(group.pending_members)
+        self.pending_sync = set(group.pending_sync)
+        self.protocol_counts = dict(group.protocol_counts)
+
+    def freeze(self) -> Group:
+        values = {name: getattr(self, name) for name in _FIELDS}
+        values["members"] = MappingProxyType(self.members)
+        values["static_members"] = MappingProxyType(self.static_members)
+        values["pending_members"] = frozenset(self.pending_members)
+        values["pending_sync"] = frozenset(self.pending_sync)
+        values["protocol_counts"] = MappingProxyType({k: v for k, v in self.protocol_counts.items() if v})
+        return Group(**values)
+
+    # Read helpers shared with the frozen Group.
+    rebalance_timeout_ms = Group.rebalance_timeout_ms
+    has_all_members_joined = Group.has_all_members_joined
+    can_rebalance = Group.can_rebalance
+
+    def transition(self, target: GroupState, now_ms: int) -> None:
+        if self.state not in LEGAL_PREVIOUS[target]:
+            raise IllegalTransition(f"group {self.group_id}: {self.state} -> {target} is not legal")
+        self.previous_state = self.state
+        self.state = target
+        self.state_timestamp_ms = now_ms
+
+    # --- membership bookkeeping (ClassicGroup.add/remove/replaceStaticMember/updateMember) ---
+
+    def _count(self, member: Member, delta: int) -> None:
+        for name, _ in member.protocols:
+            self.protocol_counts[name] = self.protocol_counts.get(name, 0) + delta
+
+    def add(self, member: Member) -> None:
+        if member.group_instance_id is not None:
+            if member.group_instance_id in self.static_members:
+                raise AssertionError(f"static member {member.group_instance_id} already in {self.group_id}")
+            self.static_members[member.group_instance_id] = member.member_id
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        self.members[member.member_id] = member
+        self._count(member, +1)
+        if member.awaiting_join is not None:
+            self.num_awaiting_join += 1
+        self.pending_members.discard(member.member_id)
+
+    def remove(self, member_id: str) -> Member | None:
+        member = self.members.pop(member_id, None)
+        if member is not None:
+            self._count(member, -1)
+            if member.awaiting_join is not None:
+                self.num_awaiting_join -= 1
+            if member.group_instance_id is not None:
+                self.static_members.pop(member.group_instance_id, None)
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), None)
+        self.pending_members.discard(member_id)
+        self.pending_sync.discard(member_id)
+        return member
+
+    def put(self, member: Member) -> None:
+        """Replace a member's value; keeps the awaiting-join count right."""
+        old = self.members[member.member_id]
+        self.num_awaiting_join += (member.awaiting_join is not None) - (old.awaiting_join is not None)
+        if old.protocols != member.protocols:
+            self._count(old, -1)
+            self._count(member, +1)
+        self.members[member.member_id] = member
+
+    def replace_static(self, instance_id: str, old_id: str, new_id: str) -> tuple[Member, Member]:
+        """Move an instance's member to a new id. Returns (old, new); the caller answers the old
+        member's parked requests (FENCED_INSTANCE_ID)."""
+        old = self.members.pop(old_id)
+        self._count(old, -1)
+        if old.awaiting_join is not None:
+            self.num_awaiting_join -= 1
+        new = attrs.evolve(old, member_id=new_id, awaiting_join=None, awaiting_sync=None, is_new=False)
+        self.members[new_id] = new
+        self._count(new, +1)
+        self.static_members[instance_id] = new_id
+        if self.leader_id == old_id:
+            self.leader_id = new_id
+        if old_id in self.pending_sync:
+            self.pending_sync.discard(old_id)
+        return old, new
+
+    def update(self, member: Member, protocols, rebalance_timeout_ms: int, session_timeout_ms: int,
+               parked: Parked | None) -> Member:
+        updated = attrs.evolve(member, protocols=protocols, rebalance_timeout_ms=rebalance_timeout_ms,
+                               session_timeout_ms=session_timeout_ms, awaiting_join=parked)
+        self.put(updated)
+        return updated
+
+    # --- protocol selection ------------------------------------------------------------
+
+    def candidate_protocols(self) -> set[str]:
+        size = len(self.members)
+        return {name for name, count in self.protocol_counts.items() if count == size}
+
+    def supports_protocols(self, protocol_type: str, names: set[str]) -> bool:
+        if not self.members:
+            return bool(protocol_type) and bool(names)
+        if protocol_type != self.protocol_type:
+            return False
+        size = len(self.members)
+        return any(self.protocol_counts.get(name, 0) == size for name in names)
+
+    def select_protocol(self) -> str:
+        """The vote of §4.1. Kafka breaks ties by HashMap order; here the tie goes to the name
+        first voted for, so the choice is deterministic."""
+        if not self.members:
+            raise AssertionError(f"cannot select a protocol for empty group {self.group_id}")
+        candidates = self.candidate_protocols()
+        votes: dict[str, int] = {}
+        for member in self.members.values():
+            choice = member.vote(candidates)
+            votes[choice] = votes.get(choice, 0) + 1
+        return max(votes, key=votes.__getitem__)

@@ -1,0 +1,183 @@
+"""Inputs of the coordinator. Every event carries the time it happens at (``now_ms``);
+requests also carry the adapter's ``request_id``, the API version and the header's client id.
+
+Field names follow Kafka's message schemas in snake_case. Version differences of the wire
+format (LeaveGroup v0-2's single member, OffsetFetch v0-7's single group) are folded into one
+shape here; ``version`` keeps what the coordinator's behaviour depends on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from .errors import Error
+
+_kw = attrs.frozen(kw_only=True)
+
+
+@_kw
+class Request:
+    request_id: Any
+    now_ms: int
+    version: int
+    client_id: str = "client"
+    client_host: str = "/127.0.0.1"
+
+
+@_kw
+class JoinGroup(Request):
+    group_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int  # v0 has none: the adapter passes the session timeout, as Kafka does
+    member_id: str
+    group_instance_id: str | None = None
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    reason: str | None = None
+    # The random part of a member id the coordinator may hand out (Kafka: a UUID). An input, so
+    # the core stays deterministic.
+    new_member_uuid: str
+
+
+@_kw
+class SyncGroup(Request):
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignments: tuple[tuple[str, bytes], ...] = ()
+
+
+@_kw
+class Heartbeat(Request):
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None = None
+
+
+@attrs.frozen
+class MemberIdentity:
+    member_id: str
+    group_instance_id: str | None = None
+    reason: str | None = None
+
+
+@_kw
+class LeaveGroup(Request):
+    group_id: str
+    members: tuple[MemberIdentity, ...]
+
+
+@attrs.frozen
+class CommitPartition:
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int = -1
+    committed_metadata: str | None = ""
+    commit_timestamp: int = -1  # only in OffsetCommit v1, kept for completeness
+
+
+@_kw
+class OffsetCommit(Request):
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None
+    retention_time_ms: int = -1
+    topics: tuple[tuple[str, tuple[CommitPartition, ...]], ...] = ()
+
+
+@attrs.frozen
+class FetchGroup:
+    group_id: str
+    topics: tuple[tuple[str, tuple[int, ...]], ...] | None = None  # None: every committed offset
+    member_id: str | None = None
+    member_epoch: int = -1
+
+
+@_kw
+class OffsetFetch(Request):
+    groups: tuple[FetchGroup, ...]
+    require_stable: bool = False
+
+
+@_kw
+class DescribeGroups(Request):
+    groups: tuple[str, ...]
+    include_authorized_operations: bool = False
+
+
+@_kw
+class ListGroups(Request):
+    states_filter: tuple[str, ...] = ()
+    types_filter: tuple[str, ...] = ()
+
+
+@_kw
+class DeleteGroups(Request):
+    groups_names: tuple[str, ...]
+
+
+@_kw
+class OffsetDelete(Request):
+    group_id: str
+    topics: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+
+@_kw
+class FindCoordinator(Request):
+    key_type: int = 0
+    coordinator_keys: tuple[str, ...] = ()
+
+
+@_kw
+class TimerFired:
+    """A timer the coordinator armed with SetTimer reached its deadline (and was not replaced
+    or cancelled since). ``payload`` is the one given with SetTimer."""
+
+    now_ms: int
+    key: tuple
+    payload: Any = None
+
+
+@_kw
+class WriteCompleted:
+    now_ms: int
+    write_id: int
+
+
+@_kw
+class WriteFailed:
+    now_ms: int
+    write_id: int
+    error: Error
+
+
+@_kw
+class LoadPartition:
+    """This coordinator becomes the owner of an offsets-topic partition and replays its records,
+    oldest first. ``loading=True`` only marks it as loading (requests get
+    COORDINATOR_LOAD_IN_PROGRESS) until a later LoadPartition without it brings the records."""
+
+    now_ms: int
+    partition: int
+    records: tuple = ()
+    loading: bool = False
+
+
+@_kw
+class UnloadPartition:
+    now_ms: int
+    partition: int
+
+
+REQUEST_TYPES: dict[str, type[Request]] = {
+    cls.__name__: cls
+    for cls in (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
+                DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, FindCoordinator)
+}

@@ -1,0 +1,107 @@
+"""The coordinator's data: members, groups and committed offsets, as frozen values.
+
+A request that changes a group replaces the group value (copy-on-write); a request that does
+not (most heartbeats) leaves the same object in place, which keeps the hot path allocation-free.
+"""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import attrs
+
+from .states import DEAD, EMPTY, GroupState
+
+EMPTY_MAP: Mapping[Any, Any] = MappingProxyType({})
+
+
+@attrs.frozen
+class Parked:
+    """A request the coordinator holds unanswered (a JoinGroup or SyncGroup)."""
+
+    request_id: Any
+    version: int
+
+
+@attrs.frozen
+class Member:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]  # (name, metadata) in the member's preference order
+    assignment: bytes = b""
+    awaiting_join: Parked | None = None
+    awaiting_sync: Parked | None = None
+    is_new: bool = False
+
+    @property
+    def is_static(self) -> bool:
+        return self.group_instance_id is not None
+
+    def metadata(self, protocol_name: str | None) -> bytes:
+        for name, metadata in self.protocols:
+            if name == protocol_name:
+                return metadata
+        return b""
+
+    def vote(self, candidates: set[str]) -> str:
+        for name, _ in self.protocols:
+            if name in candidates:
+                return name
+        raise AssertionError(f"member {self.member_id} supports none of {sorted(candidates)}")
+
+    @property
+    def has_satisfied_heartbeat(self) -> bool:
+        """A parked join or sync counts as a heartbeat, except for a member never yet joined."""
+        return not self.is_new and (self.awaiting_join is not None or self.awaiting_sync is not None)
+
+
+@attrs.frozen
+class Group:
+    group_id: str
+    partition: int
+    state: GroupState = EMPTY
+    previous_state: GroupState = DEAD
+    state_timestamp_ms: int | None = None
+    generation_id: int = 0
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader_id: str | None = None
+    members: Mapping[str, Member] = EMPTY_MAP  # insertion ordered
+    static_members: Mapping[str, str] = EMPTY_MAP  # group_instance_id -> member_id
+    pending_members: frozenset[str] = frozenset()  # ids handed out with MEMBER_ID_REQUIRED
+    pending_sync: frozenset[str] = frozenset()
+    protocol_counts: Mapping[str, int] = EMPTY_MAP  # protocol name -> members listing it
+    num_awaiting_join: int = 0
+    new_member_added: bool = False
+    subscribed_topics: frozenset[str] | None = None
+
+    @property
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    @property
+    def has_all_members_joined(self) -> bool:
+        return len(self.members) == self.num_awaiting_join and not self.pending_members
+
+    def can_rebalance(self) -> bool:
+        return self.state in _CAN_REBALANCE
+
+
+_CAN_REBALANCE = frozenset({EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE})
+
+
+@attrs.frozen
+class OffsetEntry:
+    """A committed offset as stored (the value of Kafka's OffsetCommit record)."""
+
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+    expire_timestamp_ms: int | None = None

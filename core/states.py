@@ -1,0 +1,59 @@
+"""The five group states and Kafka's legal-transition table, declared once.
+
+Everything else (the coordinator's guard, the property tests, the TLA+ checks and the
+mermaid diagram in spec/) reads ``LEGAL_PREVIOUS``.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+
+class GroupState(str, Enum):
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+EMPTY = GroupState.EMPTY
+PREPARING_REBALANCE = GroupState.PREPARING_REBALANCE
+COMPLETING_REBALANCE = GroupState.COMPLETING_REBALANCE
+STABLE = GroupState.STABLE
+DEAD = GroupState.DEAD
+
+# target state -> the states it may be entered from (ClassicGroupState.java).
+LEGAL_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
+    EMPTY: frozenset({PREPARING_REBALANCE}),
+    PREPARING_REBALANCE: frozenset({STABLE, COMPLETING_REBALANCE, EMPTY}),
+    COMPLETING_REBALANCE: frozenset({PREPARING_REBALANCE}),
+    STABLE: frozenset({COMPLETING_REBALANCE}),
+    DEAD: frozenset({STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE, EMPTY, DEAD}),
+}
+
+# What causes each legal transition; used for the diagram's edge labels.
+TRANSITION_CAUSES: dict[tuple[GroupState, GroupState], str] = {
+    (EMPTY, PREPARING_REBALANCE): "member added",
+    (STABLE, PREPARING_REBALANCE): "join, leave, expiry, sync timeout",
+    (COMPLETING_REBALANCE, PREPARING_REBALANCE): "join, leave, expiry, failed assignment write",
+    (PREPARING_REBALANCE, COMPLETING_REBALANCE): "join phase completes with members",
+    (PREPARING_REBALANCE, EMPTY): "join phase completes with no members",
+    (COMPLETING_REBALANCE, STABLE): "leader's assignment written",
+    (EMPTY, DEAD): "unload",
+    (PREPARING_REBALANCE, DEAD): "unload",
+    (COMPLETING_REBALANCE, DEAD): "unload",
+    (STABLE, DEAD): "unload",
+    (DEAD, DEAD): "unload",
+}
+
+
+def is_legal(source: GroupState, target: GroupState) -> bool:
+    return source in LEGAL_PREVIOUS[target]
+
+
+class IllegalTransition(RuntimeError):
+    pass
