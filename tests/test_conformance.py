@@ -55,8 +55,9 @@ def test_runner_reports_the_first_mismatching_step():
 
 
 def test_matchers_bind_one_of_not_and_ordered():
-    # The second member extends the initial delay once: 3000 + 3000.
-    steps = [_join("j1"), _join("j2"), {"advance_ms": 6000},
+    # The second member extends the initial delay once (timers armed while firing count
+    # from the new time, so the extension needs a second advance).
+    steps = [_join("j1"), _join("j2"), {"advance_ms": 3000}, {"advance_ms": 3000},
              {"expect": "j1", "response": {"member_id": {"bind": "a", "prefix": "client-"},
                                            "leader": {"one_of": ["$a", "nobody"]},
                                            "members": [{"member_id": {"bind": "m1"}}, {"member_id": {"bind": "m2"}}]}},
