@@ -11,12 +11,14 @@ from typing import Any
 
 import attrs
 
+from .frozen import frozen
+
 from .errors import Error
 
 # --- commands ---------------------------------------------------------------------------
 
 
-@attrs.frozen
+@frozen
 class Respond:
     """Answer the request ``request_id`` (every request is answered exactly once)."""
 
@@ -24,7 +26,7 @@ class Respond:
     response: Any
 
 
-@attrs.frozen
+@frozen
 class Write:
     """Append ``records`` to the offsets-topic ``partition``; report the outcome with
     WriteCompleted / WriteFailed carrying ``write_id``. Responses that depend on it wait."""
@@ -34,7 +36,7 @@ class Write:
     records: tuple
 
 
-@attrs.frozen
+@frozen
 class SetTimer:
     """Arm (or re-arm: a key has at most one timer) ``key`` to fire at ``deadline_ms``.
     Timers with the same deadline fire in the order they were armed."""
@@ -44,12 +46,12 @@ class SetTimer:
     payload: Any = None
 
 
-@attrs.frozen
+@frozen
 class CancelTimer:
     key: tuple
 
 
-@attrs.frozen
+@frozen
 class CancelPartitionTimers:
     """Cancel every timer of the groups on ``partition`` (keys are (kind, partition, ...))."""
 
@@ -76,7 +78,7 @@ def expiration_key(partition: int) -> tuple:
 # --- stored records (the values of Kafka's __consumer_offsets records) ------------------
 
 
-@attrs.frozen
+@frozen
 class MemberRecord:
     member_id: str
     group_instance_id: str | None
@@ -88,7 +90,7 @@ class MemberRecord:
     assignment: bytes
 
 
-@attrs.frozen
+@frozen
 class GroupMetadataRecord:
     group_id: str
     protocol_type: str
@@ -103,7 +105,7 @@ class GroupMetadataRecord:
         return ("group", self.group_id)
 
 
-@attrs.frozen
+@frozen
 class GroupTombstone:
     group_id: str
 
@@ -112,7 +114,7 @@ class GroupTombstone:
         return ("group", self.group_id)
 
 
-@attrs.frozen
+@frozen
 class OffsetCommitRecord:
     group_id: str
     topic: str
@@ -128,7 +130,7 @@ class OffsetCommitRecord:
         return ("offset", self.group_id, self.topic, self.partition)
 
 
-@attrs.frozen
+@frozen
 class OffsetTombstone:
     group_id: str
     topic: str
@@ -144,14 +146,14 @@ RECORD_TYPES = (GroupMetadataRecord, GroupTombstone, OffsetCommitRecord, OffsetT
 # --- response bodies ----------------------------------------------------------------------
 
 
-@attrs.frozen
+@frozen
 class JoinGroupResponseMember:
     member_id: str
     group_instance_id: str | None
     metadata: bytes
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class JoinGroupResponse:
     error_code: Error
     generation_id: int = -1
@@ -163,7 +165,7 @@ class JoinGroupResponse:
     members: tuple[JoinGroupResponseMember, ...] = ()
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class SyncGroupResponse:
     error_code: Error
     protocol_type: str | None = None
@@ -171,42 +173,42 @@ class SyncGroupResponse:
     assignment: bytes = b""
 
 
-@attrs.frozen
+@frozen
 class HeartbeatResponse:
     error_code: Error
 
 
-@attrs.frozen
+@frozen
 class LeaveGroupMemberResponse:
     member_id: str
     group_instance_id: str | None
     error_code: Error
 
 
-@attrs.frozen
+@frozen
 class LeaveGroupResponse:
     error_code: Error
     members: tuple[LeaveGroupMemberResponse, ...] = ()
 
 
-@attrs.frozen
+@frozen
 class PartitionResult:
     partition_index: int
     error_code: Error
 
 
-@attrs.frozen
+@frozen
 class TopicResult:
     name: str
     partitions: tuple[PartitionResult, ...]
 
 
-@attrs.frozen
+@frozen
 class OffsetCommitResponse:
     topics: tuple[TopicResult, ...]
 
 
-@attrs.frozen
+@frozen
 class FetchedPartition:
     partition_index: int
     committed_offset: int = -1
@@ -215,25 +217,25 @@ class FetchedPartition:
     error_code: Error = Error.NONE
 
 
-@attrs.frozen
+@frozen
 class FetchedTopic:
     name: str
     partitions: tuple[FetchedPartition, ...]
 
 
-@attrs.frozen
+@frozen
 class FetchedGroup:
     group_id: str
     topics: tuple[FetchedTopic, ...] = ()
     error_code: Error = Error.NONE
 
 
-@attrs.frozen
+@frozen
 class OffsetFetchResponse:
     groups: tuple[FetchedGroup, ...]
 
 
-@attrs.frozen
+@frozen
 class DescribedMember:
     member_id: str
     group_instance_id: str | None
@@ -243,7 +245,7 @@ class DescribedMember:
     member_assignment: bytes
 
 
-@attrs.frozen(kw_only=True)
+@frozen(kw_only=True)
 class DescribedGroup:
     error_code: Error = Error.NONE
     group_id: str
@@ -254,12 +256,12 @@ class DescribedGroup:
     authorized_operations: int = -2147483648
 
 
-@attrs.frozen
+@frozen
 class DescribeGroupsResponse:
     groups: tuple[DescribedGroup, ...]
 
 
-@attrs.frozen
+@frozen
 class ListedGroup:
     group_id: str
     protocol_type: str
@@ -267,30 +269,30 @@ class ListedGroup:
     group_type: str = "classic"
 
 
-@attrs.frozen
+@frozen
 class ListGroupsResponse:
     error_code: Error
     groups: tuple[ListedGroup, ...] = ()
 
 
-@attrs.frozen
+@frozen
 class DeletableGroupResult:
     group_id: str
     error_code: Error
 
 
-@attrs.frozen
+@frozen
 class DeleteGroupsResponse:
     results: tuple[DeletableGroupResult, ...]
 
 
-@attrs.frozen
+@frozen
 class OffsetDeleteResponse:
     error_code: Error
     topics: tuple[TopicResult, ...] = ()
 
 
-@attrs.frozen
+@frozen
 class Coordinator:
     key: str
     node_id: int
@@ -300,6 +302,6 @@ class Coordinator:
     error_message: str | None = None
 
 
-@attrs.frozen
+@frozen
 class FindCoordinatorResponse:
     coordinators: tuple[Coordinator, ...]

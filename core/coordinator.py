@@ -127,11 +127,12 @@ class Coordinator(Membership):
         self._now = event.now_ms
         out = self._out = []
         self._handlers[type(event)](event)
-        for gid in self._drafts:
-            draft = self._groups.get(gid)
-            if isinstance(draft, GroupDraft):
-                self._groups[gid] = draft.freeze()
-        self._drafts.clear()
+        if self._drafts:
+            for gid in self._drafts:
+                draft = self._groups.get(gid)
+                if isinstance(draft, GroupDraft):
+                    self._groups[gid] = draft.freeze()
+            self._drafts.clear()
         return out
 
     def group(self, group_id: str) -> Group | None:
@@ -350,9 +351,11 @@ class Coordinator(Membership):
             self._run_op(None, req, self._sync, req)
 
     def _on_heartbeat(self, req: ev.Heartbeat) -> None:
-        partition = self._route(req, req.group_id)
-        if partition is not None:
-            self._heartbeat(req)
+        group = self._groups.get(req.group_id)
+        if group is not None and req.group_id and self._partitions.get(group.partition) is ACTIVE:
+            self._heartbeat(req, group)  # the common case, without the generic route
+        elif self._route(req, req.group_id) is not None:
+            self._heartbeat(req, group)
 
     def _on_leave(self, req: ev.LeaveGroup) -> None:
         partition = self._route(req, req.group_id)

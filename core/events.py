@@ -12,9 +12,11 @@ from typing import Any
 
 import attrs
 
+from .frozen import frozen
+
 from .errors import Error
 
-_kw = attrs.frozen(kw_only=True)
+_kw = frozen(kw_only=True)
 
 
 @_kw
@@ -60,7 +62,7 @@ class Heartbeat(Request):
     group_instance_id: str | None = None
 
 
-@attrs.frozen
+@frozen
 class MemberIdentity:
     member_id: str
     group_instance_id: str | None = None
@@ -73,7 +75,7 @@ class LeaveGroup(Request):
     members: tuple[MemberIdentity, ...]
 
 
-@attrs.frozen
+@frozen
 class CommitPartition:
     partition_index: int
     committed_offset: int
@@ -92,7 +94,7 @@ class OffsetCommit(Request):
     topics: tuple[tuple[str, tuple[CommitPartition, ...]], ...] = ()
 
 
-@attrs.frozen
+@frozen
 class FetchGroup:
     group_id: str
     topics: tuple[tuple[str, tuple[int, ...]], ...] | None = None  # None: every committed offset

@@ -19,6 +19,8 @@ from .commands import (
     LeaveGroupMemberResponse,
     LeaveGroupResponse,
     MemberRecord,
+    Respond,
+    SetTimer,
     SyncGroupResponse,
     heartbeat_key,
     join_key,
@@ -399,18 +401,19 @@ class Membership:
 
     # --------------------------------------------------------------- Heartbeat (§3.6)
 
-    def _heartbeat(self, req: Heartbeat) -> None:
-        group = self._groups.get(req.group_id)
+    def _heartbeat(self, req: Heartbeat, group: Group | None) -> None:
+        # The hot path: written out flat, no allocation beyond the two commands.
+        mid = req.member_id
         if group is None:
             error = Error.UNKNOWN_MEMBER_ID
         elif group.state is DEAD:
             error = Error.COORDINATOR_NOT_AVAILABLE
         else:
-            member = group.members.get(req.member_id)
-            if member is None or (req.group_instance_id is not None
-                                  and group.static_members.get(req.group_instance_id) != req.member_id):
+            member = group.members.get(mid)
+            instance_id = req.group_instance_id
+            if member is None or (instance_id is not None and group.static_members.get(instance_id) != mid):
                 try:
-                    validate_member(group, req.member_id, req.group_instance_id)
+                    validate_member(group, mid, instance_id)
                 except MemberError as e:
                     error = e.error
             elif req.generation_id != group.generation_id:
@@ -418,13 +421,17 @@ class Membership:
             else:
                 state = group.state
                 if state is EMPTY:
-                    self._result(group.partition, req.request_id, _HEARTBEAT_UNKNOWN)
-                    return
-                self._arm(heartbeat_key(group.partition, group.group_id, req.member_id), member.session_timeout_ms)
-                self._result(group.partition, req.request_id,
-                             _HEARTBEAT_REBALANCING if state is PREPARING_REBALANCE else _HEARTBEAT_OK)
+                    response = _HEARTBEAT_UNKNOWN
+                else:
+                    self._out.append(SetTimer(("heartbeat", group.partition, group.group_id, mid),
+                                              self._now + member.session_timeout_ms))
+                    response = _HEARTBEAT_REBALANCING if state is PREPARING_REBALANCE else _HEARTBEAT_OK
+                if self._writes:
+                    self._result(group.partition, req.request_id, response)
+                else:
+                    self._out.append(Respond(req.request_id, response))
                 return
-        self._respond(req.request_id, HeartbeatResponse(error))
+        self._out.append(Respond(req.request_id, HeartbeatResponse(error)))
 
     # -------------------------------------------------------------- LeaveGroup (§3.7)
 

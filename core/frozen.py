@@ -1,0 +1,36 @@
+"""``attrs.frozen`` with a faster ``__init__``.
+
+attrs' frozen classes assign each field through ``object.__setattr__``; setting the slot
+descriptors directly does the same in half the time. That matters for the values built on
+every heartbeat (Respond, SetTimer) and every replayed event. Behaviour (repr, eq, hash,
+immutability, defaults, kw_only) stays attrs'.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+
+def frozen(maybe_cls=None, *, kw_only: bool = False):
+    def wrap(cls):
+        cls = attrs.frozen(cls, kw_only=kw_only)
+        fields = attrs.fields(cls)
+        if any(f.validator or f.converter or isinstance(f.default, attrs.Factory) for f in fields):
+            return cls  # keep attrs' own __init__ where it does more than assign
+        namespace, params, body = {}, [], []
+        for f in fields:
+            namespace[f"_set_{f.name}"] = getattr(cls, f.name).__set__
+            if f.default is attrs.NOTHING:
+                params.append(f.name)
+            else:
+                namespace[f"_default_{f.name}"] = f.default
+                params.append(f"{f.name}=_default_{f.name}")
+            body.append(f"    _set_{f.name}(self, {f.name})")
+        star = "*, " if kw_only or any(f.kw_only for f in fields) else ""
+        source = f"def __init__(self, {star}{', '.join(params)}):\n" + ("\n".join(body) or "    pass") + "\n"
+        exec(source, namespace)
+        namespace["__init__"].__qualname__ = f"{cls.__qualname__}.__init__"
+        cls.__init__ = namespace["__init__"]
+        return cls
+
+    return wrap if maybe_cls is None else wrap(maybe_cls)
