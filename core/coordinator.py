@@ -92,6 +92,7 @@ class CoordinatorState:
     writes: Any  # Mapping[int, PendingWrite]
     deferred: tuple  # (partition, wait_for_write_id, Respond)
     next_write_id: int
+    pending_deletes: Any = attrs.Factory(dict)  # DeleteGroups request id -> (write ids, results)
 
 
 class Coordinator(Membership):
@@ -156,7 +157,8 @@ class Coordinator(Membership):
         return CoordinatorState(
             partitions=dict(self._partitions), groups=dict(self._groups),
             offsets={g: dict(o) for g, o in self._offsets.items()}, writes=dict(self._writes),
-            deferred=tuple(self._deferred), next_write_id=self._next_write_id)
+            deferred=tuple(self._deferred), next_write_id=self._next_write_id,
+            pending_deletes={k: (frozenset(w), dict(r)) for k, (w, r) in self._pending_deletes.items()})
 
     @classmethod
     def restore(cls, state: CoordinatorState, config: CoordinatorConfig | None = None) -> "Coordinator":
@@ -167,6 +169,7 @@ class Coordinator(Membership):
         c._writes = dict(state.writes)
         c._deferred = list(state.deferred)
         c._next_write_id = state.next_write_id
+        c._pending_deletes = {k: (set(w), dict(r)) for k, (w, r) in state.pending_deletes.items()}
         return c
 
     # ------------------------------------------------------------ emitting commands
@@ -632,6 +635,8 @@ class Coordinator(Membership):
 
     def _on_load(self, event: ev.LoadPartition) -> None:
         partition = event.partition
+        if self._partitions.get(partition) is ACTIVE:
+            return  # already loaded; a new owner instance starts from a new Coordinator
         if event.loading:
             self._partitions[partition] = LOADING
             return
@@ -789,7 +794,15 @@ def error_like(response, error: Error):
         return LeaveGroupResponse(error)
     if isinstance(response, OffsetFetchResponse):
         return OffsetFetchResponse(tuple(FetchedGroup(g.group_id, (), error) for g in response.groups))
-    return response
+    if isinstance(response, OffsetCommitResponse):
+        return OffsetCommitResponse(tuple(
+            TopicResult(t.name, tuple(PartitionResult(p.partition_index, error) for p in t.partitions))
+            for t in response.topics))
+    if isinstance(response, DeleteGroupsResponse):
+        return DeleteGroupsResponse(tuple(DeletableGroupResult(r.group_id, error) for r in response.results))
+    if isinstance(response, OffsetDeleteResponse):
+        return OffsetDeleteResponse(error)
+    raise TypeError(f"no error form for {type(response).__name__}")
 
 
 def error_response(request, error: Error, runtime: bool = False):
