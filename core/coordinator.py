@@ -288,16 +288,22 @@ class Coordinator(Membership):
             if error is None:
                 _, gid, entries = callback
                 self._apply_offsets(gid, entries)
-        elif kind == "delete_offsets":
-            if error is None:
-                _, gid, keys = callback
-                stored = self._offsets.get(gid)
-                for key in keys:
-                    if stored is not None:
-                        stored.pop(key, None)
-        elif kind == "delete_group":
-            if error is None:
-                self._remove_group(callback[1])
+        elif kind == "restore_offsets":
+            # Deletions take effect at once (Kafka replays tombstones immediately); a failed
+            # write brings back what it deleted, unless something replaced it meanwhile.
+            if error is not None:
+                _, gid, entries = callback
+                if gid in self._groups:
+                    stored = self._offsets.setdefault(gid, {})
+                    for key, entry in entries:
+                        stored.setdefault(key, entry)
+        elif kind == "restore_group":
+            if error is not None:
+                _, gid, group, entries = callback
+                if gid not in self._groups:
+                    self._groups[gid] = group
+                    if entries:
+                        self._offsets[gid] = dict(entries)
         # "empty_group": Kafka only logs a failure of that record.
 
     def _rollback_new_group(self, group_id: str, request_id, error: Error) -> None:
@@ -315,6 +321,18 @@ class Coordinator(Membership):
             if member.awaiting_sync is not None:
                 self._respond(member.awaiting_sync.request_id, SyncGroupResponse(error_code=translated))
         self._remove_group(group_id)
+
+    def _delete_offsets(self, group_id: str, keys) -> tuple:
+        """Remove offsets now; returns what was removed, for a restore if the write fails."""
+        stored = self._offsets.get(group_id, {})
+        return tuple((key, stored.pop(key)) for key in keys if key in stored)
+
+    def _delete_group(self, group_id: str) -> tuple:
+        """Remove a group and its offsets now; returns the callback that restores them if the
+        tombstone's write fails."""
+        group = self._groups.pop(group_id)
+        entries = tuple(sorted(self._offsets.pop(group_id, {}).items()))
+        return ("restore_group", group_id, group, entries)
 
     def _remove_group(self, group_id: str) -> None:
         self._groups.pop(group_id, None)
@@ -393,7 +411,7 @@ class Coordinator(Membership):
             results = []
             for p in partitions:
                 metadata = p.committed_metadata
-                if metadata is not None and len(metadata) > limit:
+                if metadata is not None and len(metadata.encode("utf-16-le")) // 2 > limit:  # Java length
                     results.append(PartitionResult(p.partition_index, Error.OFFSET_METADATA_TOO_LARGE))
                     continue
                 results.append(PartitionResult(p.partition_index, Error.NONE))
@@ -475,7 +493,7 @@ class Coordinator(Membership):
                     self._append(partition, OffsetTombstone(req.group_id, name, p))
             topics.append(TopicResult(name, tuple(PartitionResult(p, Error.NONE) for p in partitions)))
         if deleted:
-            self._op[partition][1].append(("delete_offsets", req.group_id, tuple(deleted)))
+            self._op[partition][1].append(("restore_offsets", req.group_id, self._delete_offsets(req.group_id, deleted)))
         return OffsetDeleteResponse(Error.NONE, tuple(topics))
 
     # ------------------------------------------------------------ admin reads and deletes
@@ -531,7 +549,7 @@ class Coordinator(Membership):
                     results[gid] = Error.NONE
                     for topic, p in sorted(self._offsets.get(gid, {})):
                         self._append(partition, OffsetTombstone(gid, topic, p))
-                    self._append(partition, GroupTombstone(gid), ("delete_group", gid))
+                    self._append(partition, GroupTombstone(gid), self._delete_group(gid))
         op, self._op = self._op, {}
         response = DeleteGroupsResponse(tuple(DeletableGroupResult(g, e) for g, e in results.items()))
         if not op:
@@ -626,9 +644,9 @@ class Coordinator(Membership):
                         else:
                             all_expired = False
                     if expired:
-                        self._op[partition][1].append(("delete_offsets", gid, tuple(expired)))
+                        self._op[partition][1].append(("restore_offsets", gid, self._delete_offsets(gid, expired)))
             if all_expired and group.state is EMPTY:
-                self._append(partition, GroupTombstone(gid), ("delete_group", gid))
+                self._append(partition, GroupTombstone(gid), self._delete_group(gid))
         self._arm(expiration_key(partition), self.config.offsets_retention_check_interval_ms)
 
     # ------------------------------------------------------------ load and unload (§3.11)
@@ -652,7 +670,8 @@ class Coordinator(Membership):
                 offsets.setdefault(record.group_id, {})[(record.topic, record.partition)] = OffsetEntry(
                     record.offset, record.leader_epoch, record.metadata, record.commit_timestamp_ms,
                     record.expire_timestamp_ms)
-                groups.setdefault(record.group_id, "simple")
+                if groups.get(record.group_id) is None:  # also after a tombstone
+                    groups[record.group_id] = "simple"
             elif isinstance(record, OffsetTombstone):
                 offsets.get(record.group_id, {}).pop((record.topic, record.partition), None)
             else:

@@ -372,19 +372,22 @@ class Membership:
         member = g.members[req.member_id]
         if g.state is COMPLETING_REBALANCE:
             g.put(attrs.evolve(member, awaiting_sync=Parked(req.request_id, req.version)))
-            g.pending_sync.discard(req.member_id)
-            if not g.pending_sync:
-                self._cancel(sync_key(g.partition, g.group_id))
+            self._remove_pending_sync(g, req.member_id)
             if req.member_id == g.leader_id:
                 assignments = dict(req.assignments)
                 record = _metadata_record(g, self._now, with_members=True,
                                           assignments={mid: assignments.get(mid, b"") for mid in g.members})
                 self._append(g.partition, record, ("sync", g.group_id, g.generation_id, tuple(assignments.items())))
         else:  # Stable
-            g.pending_sync.discard(req.member_id)
+            self._remove_pending_sync(g, req.member_id)
             self._respond(req.request_id, SyncGroupResponse(
                 error_code=NONE, protocol_type=g.protocol_type, protocol_name=g.protocol_name,
                 assignment=member.assignment))
+
+    def _remove_pending_sync(self, g: GroupDraft, member_id: str) -> None:
+        g.pending_sync.discard(member_id)
+        if not g.pending_sync:
+            self._cancel(sync_key(g.partition, g.group_id))
 
     def _sync_written(self, data: tuple, error: Error | None) -> None:
         _, gid, generation_id, assignments = data

@@ -38,8 +38,8 @@ LEGAL_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 # What causes each legal transition; used for the diagram's edge labels.
 TRANSITION_CAUSES: dict[tuple[GroupState, GroupState], str] = {
     (EMPTY, PREPARING_REBALANCE): "member added",
-    (STABLE, PREPARING_REBALANCE): "join, leave, expiry, sync timeout",
-    (COMPLETING_REBALANCE, PREPARING_REBALANCE): "join, leave, expiry, failed assignment write",
+    (STABLE, PREPARING_REBALANCE): "join, leave, expiry, sync timeout, over group.max.size at load",
+    (COMPLETING_REBALANCE, PREPARING_REBALANCE): "join, leave, expiry, sync timeout, failed assignment write",
     (PREPARING_REBALANCE, COMPLETING_REBALANCE): "join phase completes with members",
     (PREPARING_REBALANCE, EMPTY): "join phase completes with no members",
     (COMPLETING_REBALANCE, STABLE): "leader's assignment written",
