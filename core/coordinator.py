@@ -225,12 +225,18 @@ class Coordinator(Membership):
             if response is not None:
                 self._result(partition, request.request_id, response)
             return
+        self._emit_writes(op, request if response is not None else None, response)
+
+    def _emit_writes(self, op: dict, request=None, response=None) -> list[int]:
+        """One Write per partition an operation wrote to; returns their ids."""
+        write_ids = []
         for part, (records, callbacks) in op.items():
             write_id = self._next_write_id
             self._next_write_id += 1
-            self._writes[write_id] = PendingWrite(
-                write_id, part, tuple(callbacks), request if response is not None else None, response)
+            write_ids.append(write_id)
+            self._writes[write_id] = PendingWrite(write_id, part, tuple(callbacks), request, response)
             self._out.append(Write(write_id, part, tuple(records)))
+        return write_ids
 
     def _on_write_done(self, event) -> None:
         write = self._writes.pop(event.write_id, None)
@@ -250,11 +256,7 @@ class Coordinator(Membership):
         # Callbacks do not write again in Kafka's classic coordinator; a failed write's
         # follow-up (a new rebalance) writes nothing until its own completion.
         followups, self._op = self._op, {}
-        for part, (records, callbacks) in followups.items():
-            write_id = self._next_write_id
-            self._next_write_id += 1
-            self._writes[write_id] = PendingWrite(write_id, part, tuple(callbacks))
-            self._out.append(Write(write_id, part, tuple(records)))
+        self._emit_writes(followups)
         if write.request is not None:
             if error is None:
                 self._respond(write.request.request_id, write.response)
@@ -557,14 +559,9 @@ class Coordinator(Membership):
             return
         # One write per partition; the response waits for all of them. Kafka answers each
         # partition's groups separately; a failure marks only that partition's groups.
-        write_ids = []
         for partition, (records, callbacks) in op.items():
-            write_id = self._next_write_id
-            self._next_write_id += 1
-            write_ids.append(write_id)
             callbacks.append(("delete_result", req.request_id, tuple(by_partition[partition])))
-            self._writes[write_id] = PendingWrite(write_id, partition, tuple(callbacks))
-            self._out.append(Write(write_id, partition, tuple(records)))
+        write_ids = self._emit_writes(op)
         self._pending_deletes[req.request_id] = (set(write_ids), dict(results))
 
     def _delete_result(self, write_id: int, request_id, group_ids: tuple, error: Error | None) -> None:
@@ -610,11 +607,7 @@ class Coordinator(Membership):
         elif kind == "expire":
             self._expire(partition)
         op, self._op = self._op, {}
-        for part, (records, callbacks) in op.items():
-            write_id = self._next_write_id
-            self._next_write_id += 1
-            self._writes[write_id] = PendingWrite(write_id, part, tuple(callbacks))
-            self._out.append(Write(write_id, part, tuple(records)))
+        self._emit_writes(op)
 
     def _expire(self, partition: int) -> None:
         """The periodic offset/group expiration (GroupCoordinatorShard.cleanupGroupMetadata)."""
