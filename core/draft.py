@@ -54,7 +54,9 @@ class GroupDraft:
     # --- membership bookkeeping (ClassicGroup.add/remove/replaceStaticMember/updateMember) ---
 
     def _count(self, member: Member, delta: int) -> None:
-        for name, _ in member.protocols:
+        # A name listed twice counts once (Kafka counts it twice and then fails to elect any
+        # protocol; see spec/deviations.md).
+        for name in {name for name, _ in member.protocols}:
             self.protocol_counts[name] = self.protocol_counts.get(name, 0) + delta
 
     def add(self, member: Member) -> None:

@@ -304,8 +304,9 @@ class Membership:
         if g.leader_id is not None and g.members[g.leader_id].awaiting_join is None:
             joined = next((mid for mid, m in g.members.items() if m.awaiting_join is not None), None)
             if joined is None:
-                # Nobody rejoined (only static members left): wait another rebalance timeout.
-                self._arm(join_key(g.partition, g.group_id), g.rebalance_timeout_ms)
+                # Nobody rejoined (only static members left): wait another rebalance timeout,
+                # at least 1 ms so that a 0 ms timeout cannot re-fire at the same instant forever.
+                self._arm(join_key(g.partition, g.group_id), max(g.rebalance_timeout_ms, 1))
                 return
             g.leader_id = joined
         elif g.leader_id is None and g.members:
