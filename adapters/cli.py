@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from .server_cli import SERVER_COMMANDS, add_server_commands, run_server_command
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="groupcoord", description="Kafka's classic group coordinator.")
     sub = parser.add_subparsers(dest="command", required=True)
+    add_server_commands(sub)  # serve, groups, offsets
 
     p = sub.add_parser("scenario", help="run conformance scenarios (files or directories)")
     p.add_argument("paths", nargs="+")
@@ -19,10 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partitions", type=int, default=6)
 
     p = sub.add_parser("bench", help="benchmarks; JSON lines last")
-    p.add_argument("target", choices=["core"])
+    p.add_argument("target", choices=["core", "server"])
     p.add_argument("--quick", action="store_true", help="smaller runs (for smoke tests)")
 
     args = parser.parse_args(argv)
+    if args.command in SERVER_COMMANDS:
+        return run_server_command(args)
     if args.command == "scenario":
         from .conformance import run_file, scenario_files
 
@@ -42,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         from .demo import run_demo
 
         return run_demo(args.members, args.partitions)
+    if args.command == "bench" and args.target == "server":
+        from .server_bench import run_server_bench
+
+        return run_server_bench(quick=args.quick)
     if args.command == "bench":
         from .bench import run_core_bench
 
