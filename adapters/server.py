@@ -286,6 +286,7 @@ class GroupServer:
         self.log("info", "listening", host=self.host, port=self.port, node_id=self.config.node_id,
                  advertised=f"{self.config.advertised_host}:{self.config.advertised_port}",
                  storage=self.storage.name, durable=self.storage.durable,
+                 data=str(getattr(self.storage, "path", "")) or None,
                  offsets_partitions=self.config.offsets_topic_num_partitions,
                  topics=("*" if self.catalog.open else dict(self.catalog.topics)),
                  trace=self._trace and str(self._trace.path))

@@ -86,7 +86,7 @@ def start_groupcoord(*extra: str) -> Target:
     port = _free_port()
     cmd = [sys.executable, "-m", "groupcoord.adapters.server_cli", "serve", "--host", "127.0.0.1",
            "--port", str(port), "--topic", f"bench={TOPIC_PARTITIONS}", "--log-level", "warning",
-           "--group.initial.rebalance.delay.ms", "0"] + list(extra)
+           "--group.initial.rebalance.delay.ms", "0", "--storage", "memory"] + list(extra)
     return Target("groupcoord", cmd, port)
 
 

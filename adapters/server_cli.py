@@ -19,6 +19,8 @@ from typing import Any
 
 from groupcoord.core.config import KAFKA_NAMES, ConfigError, CoordinatorConfig
 
+from .sqlite_storage import StorageOpenError
+
 from . import broker_apis as apis
 
 # The protocol modules (kio) are imported when a command runs, so that adding these commands to
@@ -39,8 +41,11 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", metavar="FILE",
                    help="a properties file: Kafka setting names (group.initial.rebalance.delay.ms=0, ...), "
                         "listeners=PLAINTEXT://HOST:PORT, topic.NAME=PARTITIONS")
-    p.add_argument("--storage", choices=["memory"], default="memory",
-                   help="where groups and offsets are kept (memory: lost at exit)")
+    p.add_argument("--storage", choices=["sqlite", "memory"], default="sqlite",
+                   help="where groups and offsets are kept: sqlite (durable, in --data-dir; the default) "
+                        "or memory (lost at exit)")
+    p.add_argument("--data-dir", metavar="DIR", default="groupcoord-data",
+                   help="folder of the SQLite store (default ./groupcoord-data)")
     p.add_argument("--trace", metavar="PATH", help="record every event and command (trace format v1, JSON lines)")
     p.add_argument("--log-format", choices=["text", "json"], default="text", help="log lines on stderr")
     p.add_argument("--event-loop", choices=["auto", "asyncio", "uvloop"], default="auto",
@@ -161,7 +166,13 @@ def build_server(args: argparse.Namespace, log: Any) -> "Any":
     max_bytes = int(server_settings.get("socket.request.max.bytes", 104_857_600))
     if max_bytes < 1:
         raise ConfigError("socket.request.max.bytes must be at least 1")
-    return GroupServer(config, catalog, host=host, port=port, storage=MemoryStorage(), trace=args.trace, log=log,
+    if args.storage == "sqlite":
+        from .sqlite_storage import SqliteStorage
+
+        storage = SqliteStorage(args.data_dir)
+    else:
+        storage = MemoryStorage()
+    return GroupServer(config, catalog, host=host, port=port, storage=storage, trace=args.trace, log=log,
                        max_request_bytes=max_bytes, advertise_bound_port="advertised.port" not in settings)
 
 
@@ -171,7 +182,7 @@ def run_serve(args: argparse.Namespace) -> int:
     log = Log(sys.stderr, fmt=args.log_format, level=args.log_level)
     try:
         server = build_server(args, log)
-    except (ConfigError, ValueError, OSError) as e:
+    except (ConfigError, ValueError, OSError, StorageOpenError) as e:
         log("error", "bad_configuration", error=str(e))
         return 2
 

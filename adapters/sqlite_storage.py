@@ -56,7 +56,7 @@ class SqliteStorage:
 
     def __init__(self, data_dir: str | os.PathLike, batch_max: int = 1000, max_bytes: int | None = None) -> None:
         """``max_bytes`` caps the database (a quota): writes beyond it fail like a full disk."""
-        self.path = Path(data_dir) / DB_NAME
+        self.path = (Path(data_dir) / DB_NAME).absolute()
         self._batch_max = batch_max
         try:
             Path(data_dir).mkdir(parents=True, exist_ok=True)

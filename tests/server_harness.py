@@ -12,7 +12,9 @@ import json
 import os
 import queue
 import signal
+import shutil
 import subprocess
+import tempfile
 import sys
 import threading
 import time
@@ -47,6 +49,12 @@ class ServerProcess:
         for k, v in settings.items():
             cmd += ["--" + k, str(v)]
         cmd += list(extra)
+        if "--storage" not in extra and "--data-dir" not in extra:
+            # The default storage is SQLite under the working directory: give each server its own.
+            self.data_dir = tempfile.mkdtemp(prefix="groupcoord-test-")
+            cmd += ["--data-dir", self.data_dir]
+        else:
+            self.data_dir = None
         self.cmd = cmd
         self.lines: list[dict] = []
         self.raw: list[str] = []
@@ -100,6 +108,8 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        if self.data_dir is not None:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
         return self.proc.returncode
 
 

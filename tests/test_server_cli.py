@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import io
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -40,16 +41,27 @@ def admin(server: ServerProcess, *args: str) -> subprocess.CompletedProcess:
 # --- serve ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_serve_starts_says_it_keeps_memory_only_and_stops_cleanly(sig):
+def test_serve_starts_durable_by_default_names_its_data_and_stops_cleanly(sig):
     server = ServerProcess()
     try:
         listening = server.find("listening")
-        assert listening["host"] == "127.0.0.1" and listening["storage"] == "memory" and listening["durable"] is False
-        assert server.find("storage_not_durable")
+        assert listening["host"] == "127.0.0.1" and listening["storage"] == "sqlite" and listening["durable"] is True
+        assert listening["data"] == os.path.join(server.data_dir, "groupcoord.sqlite3")
+        assert not server.find("storage_not_durable")
         server.signal(sig)
         assert server.proc.wait(15) == 0
         wait_until(lambda: server.find("stopped"), 5, "the stopped line")
         assert server.find("shutting_down")["reason"] == sig.name
+    finally:
+        server.stop()
+
+
+def test_memory_storage_says_it_keeps_nothing():
+    server = ServerProcess("--storage", "memory")
+    try:
+        listening = server.find("listening")
+        assert listening["storage"] == "memory" and listening["durable"] is False
+        assert server.find("storage_not_durable")
     finally:
         server.stop()
 
@@ -107,7 +119,7 @@ def test_config_file_and_flags(tmp_path):
     (["--group.min.session.timeout.ms", "abc"], "must be an integer"),
 ])
 def test_bad_configuration_is_refused(args, message):
-    result = cli("serve", "--port", "0", "--log-format", "json", *args, timeout=30)
+    result = cli("serve", "--port", "0", "--log-format", "json", "--storage", "memory", *args, timeout=30)
     assert result.returncode == 2
     assert message in result.stderr
 
@@ -115,7 +127,7 @@ def test_bad_configuration_is_refused(args, message):
 def test_the_port_in_use_is_reported():
     server = ServerProcess()
     try:
-        result = cli("serve", "--port", str(server.port), "--log-format", "json", timeout=30)
+        result = cli("serve", "--port", str(server.port), "--log-format", "json", "--storage", "memory", timeout=30)
         assert result.returncode == 1 and "cannot_listen" in result.stderr
     finally:
         server.stop()
