@@ -93,6 +93,7 @@ class CoordinatorState:
     deferred: tuple  # (partition, wait_for_write_id, Respond)
     next_write_id: int
     pending_deletes: Any = attrs.Factory(dict)  # DeleteGroups request id -> (write ids, results)
+    committed_offsets: Any = attrs.Factory(dict)  # group -> key -> (committed value, writes in flight)
 
 
 class Coordinator(Membership):
@@ -101,7 +102,11 @@ class Coordinator(Membership):
         self.config.validate()
         self._partitions: dict[int, str] = {}
         self._groups: dict[str, Group | GroupDraft] = {}
+        # Offsets as write operations see them: a commit or a deletion changes them at once,
+        # as Kafka replays its records on append. Readers see the committed value of a key
+        # whose write is still in flight: _committed[group][key] = [value, writes in flight].
         self._offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
+        self._committed: dict[str, dict[tuple[str, int], list]] = {}
         self._writes: dict[int, PendingWrite] = {}
         self._deferred: list[tuple[int, int, Respond]] = []
         self._next_write_id = 1
@@ -157,6 +162,7 @@ class Coordinator(Membership):
         return CoordinatorState(
             partitions=dict(self._partitions), groups=dict(self._groups),
             offsets={g: dict(o) for g, o in self._offsets.items()}, writes=dict(self._writes),
+            committed_offsets={g: {k: tuple(v) for k, v in o.items()} for g, o in self._committed.items()},
             deferred=tuple(self._deferred), next_write_id=self._next_write_id,
             pending_deletes={k: (frozenset(w), dict(r)) for k, (w, r) in self._pending_deletes.items()})
 
@@ -166,6 +172,7 @@ class Coordinator(Membership):
         c._partitions = dict(state.partitions)
         c._groups = dict(state.groups)
         c._offsets = {g: dict(o) for g, o in state.offsets.items()}
+        c._committed = {g: {k: list(v) for k, v in o.items()} for g, o in state.committed_offsets.items()}
         c._writes = dict(state.writes)
         c._deferred = list(state.deferred)
         c._next_write_id = state.next_write_id
@@ -287,25 +294,17 @@ class Coordinator(Membership):
             if error is not None:
                 self._rollback_new_group(callback[1], callback[2], error)
         elif kind == "offsets":
-            if error is None:
-                _, gid, entries = callback
-                self._apply_offsets(gid, entries)
-        elif kind == "restore_offsets":
-            # Deletions take effect at once (Kafka replays tombstones immediately); a failed
-            # write brings back what it deleted, unless something replaced it meanwhile.
-            if error is not None:
-                _, gid, entries = callback
-                if gid in self._groups:
-                    stored = self._offsets.setdefault(gid, {})
-                    for key, entry in entries:
-                        stored.setdefault(key, entry)
+            self._offsets_written(callback[1], error)
         elif kind == "restore_group":
-            if error is not None:
-                _, gid, group, entries = callback
-                if gid not in self._groups:
-                    self._groups[gid] = group
-                    if entries:
-                        self._offsets[gid] = dict(entries)
+            # A failed tombstone brings the group back (its offsets come back through the
+            # "offsets" undo), unless a new group took the id meanwhile.
+            if error is not None and callback[1] not in self._groups:
+                self._groups[callback[1]] = callback[2]
+        elif kind == "drop_simple_group":
+            group = self._groups.get(callback[1])
+            if error is not None and group is not None and group.state is EMPTY and group.protocol_type is None \
+                    and group.generation_id == 0 and not self._offsets.get(callback[1]):
+                self._remove_group(callback[1])
         # "empty_group": Kafka only logs a failure of that record.
 
     def _rollback_new_group(self, group_id: str, request_id, error: Error) -> None:
@@ -324,21 +323,76 @@ class Coordinator(Membership):
                 self._respond(member.awaiting_sync.request_id, SyncGroupResponse(error_code=translated))
         self._remove_group(group_id)
 
-    def _delete_offsets(self, group_id: str, keys) -> tuple:
-        """Remove offsets now; returns what was removed, for a restore if the write fails."""
-        stored = self._offsets.get(group_id, {})
-        return tuple((key, stored.pop(key)) for key in keys if key in stored)
+    def _set_offsets(self, partition: int, changes) -> None:
+        """Apply (group, key, entry-or-None) changes now and register their undo with the
+        operation's write: on success they become what readers see, on failure they are
+        reverted (where nothing changed them since)."""
+        undo = []
+        for gid, key, entry in changes:
+            stored = self._offsets.setdefault(gid, {})
+            previous = stored.get(key)
+            slot = self._committed.setdefault(gid, {}).get(key)
+            if slot is None:
+                self._committed[gid][key] = [previous, 1]
+            else:
+                slot[1] += 1
+            if entry is None:
+                stored.pop(key, None)
+            else:
+                stored[key] = entry
+            undo.append((gid, key, previous, entry))
+        if undo:
+            self._op[partition][1].append(("offsets", tuple(undo)))
 
-    def _delete_group(self, group_id: str) -> tuple:
-        """Remove a group and its offsets now; returns the callback that restores them if the
-        tombstone's write fails."""
+    def _offsets_written(self, undo: tuple, error: Error | None) -> None:
+        for gid, key, previous, written in undo:
+            shadow = self._committed.get(gid, {})
+            slot = shadow.get(key)
+            if slot is None:  # the partition was unloaded meanwhile
+                continue
+            slot[1] -= 1
+            if error is None:
+                slot[0] = written
+            else:
+                # Kafka reverts to the last committed state: with no other write of this key in
+                # flight that is the committed value; otherwise undo this write where it is
+                # still the latest.
+                stored = self._offsets.setdefault(gid, {})
+                value = slot[0] if slot[1] == 0 else (previous if stored.get(key) is written else stored.get(key))
+                if value is None:
+                    stored.pop(key, None)
+                else:
+                    stored[key] = value
+            if slot[1] == 0:
+                del shadow[key]
+                if not shadow:
+                    del self._committed[gid]
+
+    def _committed_offsets(self, group_id: str) -> dict:
+        """The offsets readers see: the latest ones, except keys whose write is in flight."""
+        latest = self._offsets.get(group_id, {})
+        shadow = self._committed.get(group_id)
+        if not shadow:
+            return latest
+        view = dict(latest)
+        for key, (committed, _) in shadow.items():
+            if committed is None:
+                view.pop(key, None)
+            else:
+                view[key] = committed
+        return view
+
+    def _delete_group(self, group_id: str, partition: int) -> tuple:
+        """Remove a group and its offsets now (tombstones are replayed at once in Kafka);
+        returns the callback that restores the group if the write fails."""
         group = self._groups.pop(group_id)
-        entries = tuple(sorted(self._offsets.pop(group_id, {}).items()))
-        return ("restore_group", group_id, group, entries)
+        self._set_offsets(partition, [(group_id, key, None) for key in sorted(self._offsets.get(group_id, {}))])
+        return ("restore_group", group_id, group)
 
     def _remove_group(self, group_id: str) -> None:
         self._groups.pop(group_id, None)
         self._offsets.pop(group_id, None)
+        self._committed.pop(group_id, None)
 
     # ------------------------------------------------------------ request pre-checks
 
@@ -424,16 +478,11 @@ class Coordinator(Membership):
                     entry.metadata, entry.commit_timestamp_ms, expire))
             topics.append(TopicResult(name, tuple(results)))
         if entries:
-            records, callbacks = self._op[partition]
-            callbacks.append(("offsets", req.group_id, tuple(entries)))
+            if group is None:  # a "simple" group, created by its first commit
+                self._create_group(req.group_id)
+                self._op[partition][1].append(("drop_simple_group", req.group_id))
+            self._set_offsets(partition, [(req.group_id, key, entry) for key, entry in entries])
         return OffsetCommitResponse(tuple(topics))
-
-    def _apply_offsets(self, group_id: str, entries: Iterable) -> None:
-        if group_id not in self._groups:  # a "simple" group, created by its first commit
-            self._create_group(group_id)
-        stored = self._offsets.setdefault(group_id, {})
-        for key, entry in entries:
-            stored[key] = entry
 
     def _on_offset_fetch(self, req: ev.OffsetFetch) -> None:
         results: list[FetchedGroup] = []
@@ -448,7 +497,7 @@ class Coordinator(Membership):
                 error = Error.NOT_COORDINATOR if status is None else Error.COORDINATOR_LOAD_IN_PROGRESS
                 results.append(FetchedGroup(fetch.group_id, (), error))
                 continue
-            results.append(self._fetch_group(fetch))
+            results.append(self._fetch_group(fetch, latest=req.require_stable))
             waits.append(partition)
         response = OffsetFetchResponse(tuple(results))
         if req.require_stable and len(set(waits)) == 1:
@@ -456,9 +505,14 @@ class Coordinator(Membership):
         else:
             self._respond(req.request_id, response)
 
-    def _fetch_group(self, fetch: ev.FetchGroup) -> FetchedGroup:
-        group = self._groups.get(fetch.group_id)
-        stored = {} if group is None or group.state is DEAD else self._offsets.get(fetch.group_id, {})
+    def _fetch_group(self, fetch: ev.FetchGroup, latest: bool) -> FetchedGroup:
+        """require_stable reads the latest offsets (and waits for their writes); a plain fetch
+        reads the committed ones, as Kafka's read operations do."""
+        gid = fetch.group_id
+        if latest:
+            stored = self._offsets.get(gid, {}) if gid in self._groups else {}
+        else:
+            stored = self._committed_offsets(gid) if gid in self._groups or gid in self._committed else {}
         if fetch.topics is None:
             by_topic: dict[str, list[FetchedPartition]] = {}
             for (topic, p), entry in sorted(stored.items()):
@@ -494,8 +548,7 @@ class Coordinator(Membership):
                     deleted.append((name, p))
                     self._append(partition, OffsetTombstone(req.group_id, name, p))
             topics.append(TopicResult(name, tuple(PartitionResult(p, Error.NONE) for p in partitions)))
-        if deleted:
-            self._op[partition][1].append(("restore_offsets", req.group_id, self._delete_offsets(req.group_id, deleted)))
+        self._set_offsets(partition, [(req.group_id, key, None) for key in deleted])
         return OffsetDeleteResponse(Error.NONE, tuple(topics))
 
     # ------------------------------------------------------------ admin reads and deletes
@@ -551,7 +604,7 @@ class Coordinator(Membership):
                     results[gid] = Error.NONE
                     for topic, p in sorted(self._offsets.get(gid, {})):
                         self._append(partition, OffsetTombstone(gid, topic, p))
-                    self._append(partition, GroupTombstone(gid), self._delete_group(gid))
+                    self._append(partition, GroupTombstone(gid), self._delete_group(gid, partition))
         op, self._op = self._op, {}
         response = DeleteGroupsResponse(tuple(DeletableGroupResult(g, e) for g, e in results.items()))
         if not op:
@@ -636,10 +689,9 @@ class Coordinator(Membership):
                             self._append(partition, OffsetTombstone(gid, topic, p))
                         else:
                             all_expired = False
-                    if expired:
-                        self._op[partition][1].append(("restore_offsets", gid, self._delete_offsets(gid, expired)))
+                    self._set_offsets(partition, [(gid, key, None) for key in expired])
             if all_expired and group.state is EMPTY:
-                self._append(partition, GroupTombstone(gid), self._delete_group(gid))
+                self._append(partition, GroupTombstone(gid), self._delete_group(gid, partition))
         self._arm(expiration_key(partition), self.config.offsets_retention_check_interval_ms)
 
     # ------------------------------------------------------------ load and unload (§3.11)
@@ -715,6 +767,7 @@ class Coordinator(Membership):
                     self._respond(member.awaiting_sync.request_id, SyncGroupResponse(error_code=Error.NOT_COORDINATOR))
             del self._groups[gid]
             self._offsets.pop(gid, None)
+            self._committed.pop(gid, None)
         del self._partitions[partition]
         # Last, so that timers armed by the failed writes' follow-ups are cancelled too.
         self._out.append(CancelPartitionTimers(partition))
