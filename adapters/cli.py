@@ -22,8 +22,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partitions", type=int, default=6)
 
     p = sub.add_parser("bench", help="benchmarks; JSON lines last")
-    p.add_argument("target", choices=["core", "server"])
+    p.add_argument("target", choices=["core", "server", "replay"])
     p.add_argument("--quick", action="store_true", help="smaller runs (for smoke tests)")
+    from .replay_cli import add_bench_replay_arguments, add_replay_commands
+
+    add_bench_replay_arguments(p)
+    add_replay_commands(sub)
 
     args = parser.parse_args(argv)
     if args.command in SERVER_COMMANDS:
@@ -47,6 +51,14 @@ def main(argv: list[str] | None = None) -> int:
         from .demo import run_demo
 
         return run_demo(args.members, args.partitions)
+    if args.command == "bench" and args.target == "replay":
+        from .replay_cli import run_bench_replay
+
+        return run_bench_replay(args)
+    if args.command in ("simulate", "timeline", "replay", "inject-faults"):
+        from .replay_cli import run_replay_command
+
+        return run_replay_command(args)
     if args.command == "bench" and args.target == "server":
         from .server_bench import run_server_bench
 

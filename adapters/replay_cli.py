@@ -1,0 +1,120 @@
+"""Command-line wiring for ``simulate``, ``timeline``, ``replay`` and ``bench replay``.
+
+``adapters/cli.py`` calls ``add_replay_commands(subparsers)`` and hands parsed arguments of
+those commands to ``run_replay_command``; ``bench replay`` goes through
+``add_bench_replay_arguments`` and ``run_bench_replay``. ``python -m
+groupcoord.adapters.replay_cli ...`` runs the same commands on their own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+COMMANDS = ("simulate", "timeline", "replay", "inject-faults")
+
+
+def add_replay_commands(sub) -> None:
+    p = sub.add_parser("simulate", help="simulate consumer groups into a trace (and a summary)")
+    p.add_argument("--groups", type=int, default=100)
+    p.add_argument("--members", type=int, default=3, help="members per group (varies by +-1)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", required=True, help="trace directory to write")
+    p.add_argument("--duration", type=float, default=120.0, help="seconds of each group's life (default 120)")
+    p.add_argument("--incidents", type=float, default=2.0, help="incidents per group-minute (default 2)")
+    p.add_argument("--format", choices=["parquet", "jsonl"], default="parquet")
+    p.add_argument("--jobs", type=int, default=1, help="processes (the trace does not depend on it)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="progress bar on stderr (default: when stderr is a terminal)")
+
+    p = sub.add_parser("timeline", help="draw one group of a trace over time (PNG or HTML)")
+    p.add_argument("trace")
+    p.add_argument("--group", required=True)
+    p.add_argument("--out", required=True, help="FILE.png or FILE.html")
+
+    p = sub.add_parser("replay", help="replay a trace through the core and check it (Spark or plain)")
+    from .replay_job import add_arguments
+
+    add_arguments(p)
+
+    p = sub.add_parser("inject-faults", help="copy a group-scoped trace with faults injected (for demos)")
+    p.add_argument("trace")
+    p.add_argument("--out", required=True)
+    p.add_argument("--faults", default=None, help="comma-separated subset of the known faults")
+
+
+def add_bench_replay_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--records", type=int, default=10_000_000, help="replay: trace records to simulate")
+    p.add_argument("--groups", type=int, default=100_000, help="replay: groups")
+    p.add_argument("--trace", default=None, help="replay: use this trace instead of simulating one")
+    p.add_argument("--engines", default="plain,spark", help="replay: plain,spark")
+    p.add_argument("--workdir", default=None, help="replay: where simulated traces are cached")
+
+
+def run_bench_replay(args) -> int:
+    from .replay_bench import DEFAULT_WORKDIR, run_replay_bench
+
+    return run_replay_bench(records=args.records, groups=args.groups, trace=args.trace,
+                            workdir=args.workdir or DEFAULT_WORKDIR, quick=args.quick,
+                            engines=tuple(e for e in args.engines.split(",") if e))
+
+
+def run_replay_command(args) -> int:
+    from .trace_io import TraceError
+
+    try:
+        if args.command == "simulate":
+            from .simulator import format_summary, simulate
+
+            summary = simulate(args.out, groups=args.groups, members=args.members, seed=args.seed,
+                               duration_ms=int(args.duration * 1000), incidents_per_min=args.incidents,
+                               fmt=args.format, jobs=args.jobs, progress=args.progress)
+            print(format_summary(summary))
+            return 0
+        if args.command == "timeline":
+            from .timeline import render_timeline
+
+            path = render_timeline(args.trace, args.group, args.out)
+            print(f"wrote {path}")
+            return 0
+        if args.command == "replay":
+            from .replay_job import run
+
+            return run(args)
+        if args.command == "inject-faults":
+            from .faults import FAULTS, inject
+
+            chosen = tuple(args.faults.split(",")) if args.faults else FAULTS
+            unknown = set(chosen) - set(FAULTS)
+            if unknown:
+                print(f"error: unknown faults {sorted(unknown)}; known: {', '.join(FAULTS)}", file=sys.stderr)
+                return 2
+            for gid, fault in inject(args.trace, args.out, chosen).items():
+                print(f"{gid}\t{fault}")
+            return 0
+    except TraceError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
+        print(f"error: {e.name or e} is not installed (Parquet traces need pyarrow, timelines as PNG "
+              f"matplotlib): pip install 'groupcoord[replay]', or use JSON Lines / HTML", file=sys.stderr)
+        return 2
+    return 2
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="groupcoord", description="trace tools")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_replay_commands(sub)
+    p = sub.add_parser("bench", help="benchmarks")
+    p.add_argument("target", choices=["replay"])
+    p.add_argument("--quick", action="store_true")
+    add_bench_replay_arguments(p)
+    args = parser.parse_args(argv)
+    if args.command == "bench":
+        return run_bench_replay(args)
+    return run_replay_command(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

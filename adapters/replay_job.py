@@ -1,0 +1,429 @@
+"""``groupcoord replay``: replay a trace through the core on Spark (or without it) and report.
+
+Spark (``--master``): Parquet traces are read by Spark with each row's file and row number
+(``_metadata``); JSON Lines traces are read by the Python workers from a list of files, so a
+bad line is reported with its file and line. Group-scoped traces are then
+``repartition(N, "group_id").sortWithinPartitions("group_id", "seq")`` and replayed by
+``mapInArrow``: each task walks its Arrow batches with one ``core.replay.StreamReplayer``
+that keeps the open group across batches and emits one row per group with a finding plus
+one row of totals. Instance-scoped traces (a shared coordinator's recording) are replayed
+file by file, in written order, by the task that reads the file. Nothing of the trace is
+collected on the driver: the result rows are written as Parquet and only aggregates and a
+sample of findings come back.
+
+``--engine plain`` runs the same per-partition function without Spark: pyarrow reads,
+sorts by (group_id, seq) and replays, in one or more processes (groups split by file when
+the manifest promises no group spans files, by a hash of the group id otherwise).
+
+The module runs under ``spark-submit`` too: ``spark-submit adapters/replay_job.py TRACE --out
+REPORT`` (ship groupcoord with ``--py-files`` on a cluster).
+
+Report (``--out``, default ``<trace>.report``): ``findings.parquet`` (rows with
+``row_kind`` "finding", one per group with a problem, or "task", one per task with totals),
+``summary.json`` and ``summary.txt``. Exit status 1 when anything was found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+import zlib
+from pathlib import Path
+from typing import Iterator
+
+RESULT_FIELDS = (
+    ("row_kind", "string"), ("group_id", "string"), ("kind", "string"), ("check", "string"),
+    ("checks", "string"), ("seq", "long"), ("dir", "string"), ("type", "string"), ("ts_ms", "long"),
+    ("file", "string"), ("line", "long"), ("expected", "string"), ("actual", "string"), ("detail", "string"),
+    ("units", "long"), ("records", "long"), ("inputs", "long"), ("outputs", "long"), ("instances", "long"),
+    ("skipped", "long"), ("units_with_findings", "long"),
+)
+RESULT_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in RESULT_FIELDS)
+TRACE_FIELDS = ("v", "group_id", "partition", "seq", "ts_ms", "dir", "type", "data")
+
+
+def _loads():
+    try:
+        import orjson
+
+        return orjson.loads
+    except ImportError:  # the standard library's json is the fallback
+        from groupcoord.core.replay import json_loads
+
+        return json_loads
+
+
+# ------------------------------------------------------------------ the per-partition replay
+
+
+class PartitionReplay:
+    """Feeds column batches to a StreamReplayer; collects result rows."""
+
+    def __init__(self, options: dict) -> None:
+        from groupcoord.core.config import CoordinatorConfig
+        from groupcoord.core.replay import StreamReplayer
+
+        config = CoordinatorConfig.from_kafka(options.get("config") or {})
+        self.replayer = StreamReplayer(config, outputs=options.get("outputs", True),
+                                       scope=options.get("scope", "group"),
+                                       check_invariants=options.get("invariants", True), loads=_loads())
+        self.rows: list[dict] = []
+        self.totals = {"units": 0, "records": 0, "inputs": 0, "outputs": 0, "instances": 0, "skipped": 0,
+                       "units_with_findings": 0}
+
+    def feed(self, cols: dict, unit_keys=None) -> None:
+        n = len(cols["seq"])
+        self._collect(self.replayer.feed(
+            cols["v"], cols["group_id"], cols["partition"], cols["seq"], cols["ts_ms"], cols["dir"], cols["type"],
+            cols["data"], cols.get("file") or [None] * n, cols.get("line") or [None] * n, unit_keys=unit_keys))
+
+    def finish(self) -> None:
+        self._collect(self.replayer.finish())
+
+    def _collect(self, results) -> None:
+        t = self.totals
+        for r in results:
+            t["units"] += 1
+            t["records"] += r.records
+            t["inputs"] += r.inputs
+            t["outputs"] += r.outputs
+            t["instances"] += r.instances
+            t["skipped"] += r.skipped
+            f = r.finding
+            if f is not None:
+                t["units_with_findings"] += 1
+                self.rows.append({"row_kind": "finding", "group_id": f.group_id, "kind": f.kind, "check": f.check,
+                                  "checks": ",".join(f.checks), "seq": f.seq, "dir": f.dir, "type": f.type,
+                                  "ts_ms": f.ts_ms, "file": f.file, "line": f.line, "expected": f.expected,
+                                  "actual": f.actual, "detail": f.detail})
+
+    def result_rows(self) -> list[dict]:
+        return self.rows + [{"row_kind": "task", **self.totals}]
+
+
+def _result_batch(rows: list[dict]):
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "long": pa.int64()}
+    schema = pa.schema([(n, types[t]) for n, t in RESULT_FIELDS])
+    return pa.RecordBatch.from_pylist([{n: r.get(n) for n, _ in RESULT_FIELDS} for r in rows], schema=schema)
+
+
+def replay_batches(batches: Iterator, options: dict) -> Iterator:
+    """mapInArrow function: sorted trace batches in, result rows out."""
+    job = PartitionReplay(options)
+    for batch in batches:
+        cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
+        job.feed(cols)
+        if len(job.rows) >= 1000:
+            yield _result_batch(job.rows)
+            job.rows = []
+    job.finish()
+    yield _result_batch(job.result_rows())
+
+
+def read_jsonl_files(batches: Iterator) -> Iterator:
+    """mapInArrow function: file paths in, their records out (with file and line; bad lines
+    as rows that the replay reports)."""
+    import pyarrow as pa
+
+    from groupcoord.adapters.trace_io import arrow_schema, iter_batches
+
+    schema = arrow_schema().append(pa.field("file", pa.string())).append(pa.field("line", pa.int64()))
+    for batch in batches:
+        for path in batch.column("path").to_pylist():
+            for cols in iter_batches(path, batch_rows=10_000, strict=False):
+                yield pa.RecordBatch.from_pydict(cols, schema=schema)
+
+
+def replay_files(batches: Iterator, options: dict) -> Iterator:
+    """mapInArrow function for instance scope: each file is one recording, replayed in order."""
+    from groupcoord.adapters.trace_io import iter_batches
+
+    job = PartitionReplay(options)
+    for batch in batches:
+        for path in batch.column("path").to_pylist():
+            for cols in iter_batches(path, batch_rows=10_000, strict=False):
+                job.feed(cols, unit_keys=[path] * len(cols["seq"]))
+            job._collect(job.replayer.finish())
+        if len(job.rows) >= 1000:
+            yield _result_batch(job.rows)
+            job.rows = []
+    yield _result_batch(job.result_rows())
+
+
+# ------------------------------------------------------------------ Spark
+
+
+def spark_session(master: str | None = "local[*]", app: str = "groupcoord-replay", partitions: int | None = None,
+                  extra: dict | None = None):
+    """A SparkSession set up for replay (the Python workers run this interpreter). ``master``
+    None leaves it to spark-submit."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app)
+    if master:
+        builder = builder.master(master)
+    builder = (builder
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.adaptive.coalescePartitions.enabled", "false")
+               .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
+               .config("spark.python.worker.reuse", "true")
+               .config("spark.driver.memory", os.environ.get("GROUPCOORD_SPARK_DRIVER_MEMORY", "4g")))
+    if partitions:
+        builder = builder.config("spark.sql.shuffle.partitions", str(partitions))
+    for k, v in (extra or {}).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def default_partitions(spark) -> int:
+    return max(4, 4 * spark.sparkContext.defaultParallelism)
+
+
+def spark_replay(spark, path: str, out: str, *, partitions: int | None = None, invariants: bool = True,
+                 sample: int = 20) -> dict:
+    """Replay ``path`` with ``spark``; write the report to ``out``; return the summary."""
+    from pyspark.sql import functions as F
+
+    from groupcoord.adapters import trace_io
+
+    meta = trace_io.read_manifest(path)
+    files = trace_io.trace_files(path)  # names only; fails early on foreign files
+    fmt = trace_io.trace_format(path)
+    options = {"config": meta.get("config") or {}, "outputs": meta.get("outputs", True),
+               "scope": meta.get("scope", "group"), "invariants": invariants}
+    n = partitions or default_partitions(spark)
+    started = time.perf_counter()
+    if options["scope"] == "instance":
+        paths = spark.createDataFrame([(str(f),) for f in files], "path string").repartition(min(n, len(files)))
+        result = paths.mapInArrow(lambda it: replay_files(it, options), RESULT_SCHEMA)
+    else:
+        if fmt == "parquet":
+            for f in files:  # footers only: a foreign file is named here, not deep inside a task
+                trace_io.check_parquet_file(f)
+            df = (spark.read.schema(trace_io.SPARK_SCHEMA).parquet(*[str(f) for f in files])
+                  .select(*TRACE_FIELDS, F.col("_metadata.file_path").alias("file"),
+                          (F.col("_metadata.row_index") + 1).alias("line")))
+        else:
+            paths = spark.createDataFrame([(str(f),) for f in files], "path string").repartition(
+                min(n, len(files)))
+            df = paths.mapInArrow(read_jsonl_files, trace_io.SPARK_SCHEMA + ", file string, line long")
+        result = (df.repartition(n, "group_id").sortWithinPartitions("group_id", "seq")
+                  .mapInArrow(lambda it: replay_batches(it, options), RESULT_SCHEMA))
+    out_path = Path(out)
+    if out_path.exists():
+        shutil.rmtree(out_path)
+    out_path.mkdir(parents=True)
+    result.write.parquet(str(out_path / "findings.parquet"))
+    seconds = time.perf_counter() - started
+    rows = spark.read.parquet(str(out_path / "findings.parquet"))
+    totals_row = rows.filter("row_kind = 'task'").agg(*[F.sum(c).alias(c) for c in (
+        "units", "records", "inputs", "outputs", "instances", "skipped", "units_with_findings")]).collect()[0]
+    totals = {k: int(v or 0) for k, v in totals_row.asDict().items()}
+    findings = rows.filter("row_kind = 'finding'")
+    by_check = {f"{r['kind']}/{r['check']}": r["count"] for r in findings.groupBy("kind", "check").count().collect()}
+    first = [r.asDict() for r in findings.orderBy("group_id").limit(sample).collect()]
+    return _summarize(path, out_path, meta, totals, by_check, first, seconds, engine=f"spark {spark.sparkContext.master}",
+                      partitions=n)
+
+
+# ------------------------------------------------------------------ without Spark
+
+
+def _shard_of(group_id: str | None, shards: int) -> int:
+    return 0 if group_id is None else zlib.crc32(group_id.encode()) % shards
+
+
+def plain_task(args) -> tuple[list[dict], float]:
+    """Replay the groups of shard ``index`` (of ``shards``): read, sort, replay."""
+    path, files, index, shards, split_files, options = args
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from groupcoord.adapters import trace_io
+
+    started = time.perf_counter()
+    job = PartitionReplay(options)
+    if options.get("scope") == "instance":
+        for i, f in enumerate(files):
+            if i % shards == index:
+                for cols in trace_io.iter_batches(f, strict=False):
+                    job.feed(cols, unit_keys=[str(f)] * len(cols["seq"]))
+                job._collect(job.replayer.finish())
+        return job.result_rows(), time.perf_counter() - started
+    tables = []
+    for i, f in enumerate(files):
+        if split_files and i % shards != index:
+            continue
+        if trace_io.file_format(Path(f)) == "parquet":
+            trace_io.check_parquet_file(Path(f))
+            t = pq.read_table(f, columns=list(TRACE_FIELDS))
+            name = pa.DictionaryArray.from_arrays(pa.nulls(t.num_rows, pa.int32()).fill_null(0), pa.array([str(f)]))
+            t = t.append_column("file", name).append_column("line", pa.array(range(1, t.num_rows + 1), pa.int64()))
+        else:
+            t = pa.Table.from_batches([pa.RecordBatch.from_pydict(c) for c in trace_io.iter_batches(f, strict=False)])
+        if not split_files and shards > 1:
+            # keep this shard's groups: a hash per distinct group id, then a vectorised take
+            enc = pc.dictionary_encode(t.column("group_id")).combine_chunks()
+            keep = pa.array([_shard_of(g, shards) == index for g in enc.dictionary.to_pylist()])
+            mask = pc.take(keep, enc.indices)
+            mask = pc.fill_null(mask, index == 0)
+            t = t.filter(mask)
+        tables.append(t)
+    if tables:
+        table = pa.concat_tables(tables, promote_options="default")
+        del tables
+        # 64-bit string offsets: a take of sorted rows may gather more than 2 GB of data
+        table = table.set_column(table.column_names.index("data"), "data", table["data"].cast(pa.large_string()))
+        order = pc.sort_indices(table, sort_keys=[("group_id", "ascending", "at_start"), ("seq", "ascending", "at_end")])
+        step = 65_536  # take slices: one take of the whole table can pass 2 GB of strings
+        for start in range(0, len(order), step):
+            batch = table.take(order.slice(start, step))
+            job.feed({name: batch.column(name).to_pylist() for name in batch.column_names})
+    job.finish()
+    return job.result_rows(), time.perf_counter() - started
+
+
+def plain_replay(path: str, out: str, *, processes: int = 1, invariants: bool = True, sample: int = 20) -> dict:
+    import pyarrow.parquet as pq
+
+    from groupcoord.adapters import trace_io
+
+    meta = trace_io.read_manifest(path)
+    files = [str(f) for f in trace_io.trace_files(path)]
+    options = {"config": meta.get("config") or {}, "outputs": meta.get("outputs", True),
+               "scope": meta.get("scope", "group"), "invariants": invariants}
+    split_files = not meta.get("groups_span_files", True)
+    tasks = [(path, files, i, processes, split_files, options) for i in range(processes)]
+    started = time.perf_counter()
+    if processes > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(processes) as pool:
+            results = pool.map(plain_task, tasks)
+    else:
+        results = [plain_task(tasks[0])]
+    seconds = time.perf_counter() - started
+    rows = [r for rs, _ in results for r in rs]
+    out_path = Path(out)
+    if out_path.exists():
+        shutil.rmtree(out_path)
+    out_path.mkdir(parents=True)
+    import pyarrow as pa
+
+    pq.write_table(pa.Table.from_batches([_result_batch(rows)]), str(out_path / "findings.parquet"))
+    task_rows = [r for r in rows if r["row_kind"] == "task"]
+    totals = {k: sum(r[k] for r in task_rows) for k in (
+        "units", "records", "inputs", "outputs", "instances", "skipped", "units_with_findings")}
+    findings = sorted((r for r in rows if r["row_kind"] == "finding"), key=lambda r: str(r["group_id"]))
+    by_check: dict[str, int] = {}
+    for r in findings:
+        key = f"{r['kind']}/{r['check']}"
+        by_check[key] = by_check.get(key, 0) + 1
+    return _summarize(path, out_path, meta, totals, by_check, findings[:sample], seconds,
+                      engine=f"plain x{processes}", partitions=processes,
+                      task_seconds=[round(s, 2) for _, s in results])
+
+
+# ------------------------------------------------------------------ the report
+
+
+def _summarize(path, out_path: Path, meta, totals, by_check, first, seconds, **extra) -> dict:
+    summary = {"trace": str(path), "report": str(out_path), "scope": meta.get("scope", "group"),
+               "outputs_compared": bool(meta.get("outputs", True)), "seconds": round(seconds, 2),
+               "records_per_s": round(totals["records"] / seconds) if seconds else None,
+               **totals, "findings_by_check": dict(sorted(by_check.items())),
+               "first_findings": [{k: v for k, v in f.items() if k not in (
+                   "row_kind", "units", "records", "inputs", "outputs", "instances", "skipped",
+                   "units_with_findings")} for f in first], **extra}
+    (out_path / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    (out_path / "summary.txt").write_text(format_report(summary) + "\n")
+    return summary
+
+
+def format_report(summary: dict) -> str:
+    s = summary
+    unit = "groups" if s["scope"] == "group" else "recordings"
+    lines = [f"replayed {s['records']:,} records ({s['inputs']:,} inputs, {s['outputs']:,} outputs) of "
+             f"{s['units']:,} {unit} in {s['seconds']}s with {s['engine']}"
+             + ("" if s["outputs_compared"] else " (the trace has no outputs: invariants only)"),
+             f"{s['units_with_findings']:,} {unit} with findings"
+             + (":" if s["units_with_findings"] else "; no divergence, no violation")]
+    for key, count in s["findings_by_check"].items():
+        lines.append(f"  {count:>8,}  {key}")
+    if s["first_findings"]:
+        lines.append(f"first findings (by group, {len(s['first_findings'])} shown; all in {s['report']}/findings.parquet):")
+        for f in s["first_findings"]:
+            where = f"{f['file']}:{f['line']}" if f.get("file") else f"seq {f.get('seq')}"
+            lines.append(f"- {f['group_id']!r}: {f['kind']} [{f['checks']}] at {where} "
+                         f"(seq {f['seq']}, {f['dir']} {f['type']}, ts {f['ts_ms']})")
+            lines.append(f"    {_short(f['detail'], 700)}")
+            if f.get("expected") is not None:
+                lines.append(f"    expected: {_short(f['expected'])}")
+            if f.get("actual") is not None:
+                lines.append(f"    actual:   {_short(f['actual'])}")
+    lines.append(f"report: {s['report']}/findings.parquet, summary.json, summary.txt")
+    return "\n".join(lines)
+
+
+def _short(s: str, n: int = 400) -> str:
+    return s if len(s) <= n else s[:n] + "..."
+
+
+def run(args) -> int:
+    from groupcoord.adapters.trace_io import TraceError
+
+    out = args.out or (str(Path(args.path).resolve()).rstrip("/") + ".report")
+    try:
+        if args.engine == "plain":
+            summary = plain_replay(args.path, out, processes=args.processes, invariants=not args.no_invariants)
+        else:
+            spark = spark_session(args.master, partitions=args.partitions)
+            try:
+                summary = spark_replay(spark, args.path, out, partitions=args.partitions,
+                                       invariants=not args.no_invariants)
+            finally:
+                spark.stop()
+    except TraceError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
+        print(f"error: {e.name or e} is not installed: pip install 'groupcoord[spark]' "
+              f"(or run with --engine plain, which needs only pyarrow)", file=sys.stderr)
+        return 2
+    print(format_report(summary))
+    return 1 if summary["units_with_findings"] else 0
+
+
+def add_arguments(p: argparse.ArgumentParser, master: str | None = "local[*]") -> None:
+    p.add_argument("path", help="a trace directory (or file): Parquet or JSON Lines, with meta.json")
+    p.add_argument("--master", default=master,
+                   help=f"Spark master (default {master or 'the one spark-submit gives'})")
+    p.add_argument("--engine", choices=["spark", "plain"], default="spark",
+                   help="spark (default) or plain: pyarrow + processes, no Spark")
+    p.add_argument("--processes", type=int, default=1, help="plain engine: processes")
+    p.add_argument("--partitions", type=int, default=None, help="Spark shuffle partitions (default 4 x cores)")
+    p.add_argument("--out", default=None, help="report directory (default TRACE.report)")
+    p.add_argument("--no-invariants", action="store_true", help="compare outputs only (faster)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="replay_job", description="Replay a groupcoord trace on Spark.")
+    add_arguments(parser, master=None)  # under spark-submit, its --master applies
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
