@@ -1,0 +1,866 @@
+---------------------------- MODULE Coordinator ----------------------------
+(***************************************************************************)
+(* One classic consumer group, as the Python core (groupcoord.core) holds  *)
+(* it, with its coordinator's whole reaction to every input event.         *)
+(*                                                                         *)
+(* * One action per input event of Coordinator.handle: JoinGroup,          *)
+(*   SyncGroup, Heartbeat, LeaveGroup, DeleteGroups, the four timer kinds  *)
+(*   (heartbeat, join, sync, expire), WriteCompleted, WriteFailed and      *)
+(*   UnloadPartition. LoadPartition is the initial state (Init).           *)
+(* * Clients are an unconstrained environment: any request at any time,    *)
+(*   with any member id of the pool Ids (members, pending ids, stale or    *)
+(*   unknown ones), any instance id, stale generations. Every choice the   *)
+(*   core takes as an input (the new member's uuid, versions, protocols)   *)
+(*   is an action parameter.                                               *)
+(* * Time is abstract: an armed timer may fire at any moment; the timer    *)
+(*   table is the variable `timers` (key -> payload), changed only by the  *)
+(*   SetTimer / CancelTimer commands the coordinator emits.                *)
+(* * `out` holds the commands of the last step (responses, writes and      *)
+(*   timer commands, in the order the core emits them) and `event` the     *)
+(*   event that produced them, so responses and writes are checked too.    *)
+(*                                                                         *)
+(* The operators below follow core/membership.py and core/coordinator.py   *)
+(* step by step and keep their names; each works on a record G holding     *)
+(* the whole state plus the step's output, and returns the next one.       *)
+(* Offsets are not modelled (tla/README.md lists what is left out).        *)
+(***************************************************************************)
+EXTENDS Integers, Sequences, FiniteSets, TLC
+
+CONSTANTS
+    Ids,               \* member ids clients may use (the uuid part of a core member id)
+    Instances,         \* group.instance.id values
+    None,              \* Python's None
+    Protocols,         \* protocol lists a JoinGroup may carry: sequences of <<name, metadata>>
+    ProtocolTypes,     \* protocol types a JoinGroup may carry
+    RebalanceTimeouts, \* rebalance timeouts a JoinGroup may carry (ms)
+    JoinVersions,      \* JoinGroup versions clients use (a static join needs v5+)
+    InitialDelay,      \* group.initial.rebalance.delay.ms
+    WriteErrors,       \* storage errors a write may fail with
+    InitGroups,        \* what LoadPartition brings: None (no group) or a stored group record
+    MaxRequests,       \* client requests in a behaviour; -1: unbounded
+    Reduce             \* TRUE: clients name one free id only (see Canonical)
+
+Empty == "Empty"
+Preparing == "PreparingRebalance"
+Completing == "CompletingRebalance"
+Stable == "Stable"
+Dead == "Dead"
+Absent == "Absent"   \* no group held: never created, rolled back or deleted (not a core state)
+GroupStates == {Empty, Preparing, Completing, Stable, Dead}
+
+\* ClassicGroupState's valid previous states (core/states.py LEGAL_PREVIOUS).
+LegalPrevious ==
+    [s \in GroupStates |->
+        CASE s = Empty      -> {Preparing}
+          [] s = Preparing  -> {Stable, Completing, Empty}
+          [] s = Completing -> {Preparing}
+          [] s = Stable     -> {Completing}
+          [] s = Dead       -> {Stable, Preparing, Completing, Empty, Dead}]
+
+\* Timer keys (the core's keys without partition and group).
+JoinKey == <<"join">>
+SyncKey == <<"sync">>
+ExpireKey == <<"expire">>
+HbKey(m) == <<"hb", m>>
+TimerKeys == {JoinKey, SyncKey, ExpireKey} \cup {HbKey(m) : m \in Ids}
+
+VARIABLES
+    state,           \* GroupStates \cup {Absent}
+    prevState,       \* previous_state
+    generation,
+    protocolType,    \* None or a protocol type
+    protocolName,    \* None or the elected protocol name
+    leader,          \* None or a member id
+    members,         \* member ids in insertion order (the core's members dict)
+    mem,             \* member id -> [inst, protos, rto, join, sync, isNew, asg]
+    pending,         \* pending member ids (handed out with MEMBER_ID_REQUIRED)
+    pendingSync,     \* members the sync phase still waits for
+    newMemberAdded,
+    timers,          \* armed timer key -> payload
+    writes,          \* in-flight writes, oldest first (completed in order, contract rule 4)
+    held,            \* results held behind in-flight writes (contract rule 3)
+    budget,          \* client requests left; -1: unbounded
+    out,             \* commands emitted by the last step
+    event            \* the last event
+
+groupVars == <<state, prevState, generation, protocolType, protocolName, leader, members, mem,
+               pending, pendingSync, newMemberAdded>>
+vars == <<groupVars, timers, writes, held, budget, out, event>>
+
+-----------------------------------------------------------------------------
+(* Small helpers *)
+
+Max(a, b) == IF a >= b THEN a ELSE b
+Min(a, b) == IF a <= b THEN a ELSE b
+Range(s) == {s[i] : i \in 1..Len(s)}
+SetKey(f, k, v) == (k :> v) @@ f
+DropKey(f, k) == [x \in DOMAIN f \ {k} |-> f[x]]
+Remove(s, x) == SelectSeq(s, LAMBDA y : y # x)
+Get(f, k, d) == IF k \in DOMAIN f THEN f[k] ELSE d
+NoFunction == <<>>
+OrEmpty(v) == IF v = None THEN "" ELSE v
+
+\* Error codes by Kafka name.
+NONE == "NONE"
+\* Kafka's translation of a failed append (core/errors.py).
+TranslateAppend(e) ==
+    CASE e \in {"UNKNOWN_TOPIC_OR_PARTITION", "NOT_ENOUGH_REPLICAS", "REQUEST_TIMED_OUT"}
+            -> "COORDINATOR_NOT_AVAILABLE"
+      [] e \in {"NOT_LEADER_OR_FOLLOWER", "KAFKA_STORAGE_ERROR"} -> "NOT_COORDINATOR"
+      [] e \in {"MESSAGE_TOO_LARGE", "RECORD_LIST_TOO_LARGE", "INVALID_FETCH_SIZE"}
+            -> "UNKNOWN_SERVER_ERROR"
+      [] OTHER -> e
+TranslateOperation(e) ==
+    IF e = "NETWORK_EXCEPTION" THEN "COORDINATOR_LOAD_IN_PROGRESS" ELSE TranslateAppend(e)
+
+-----------------------------------------------------------------------------
+(* Response bodies (core/commands.py), one shape per API. *)
+
+JoinResp(code, gen, ptype, pname, ldr, mid, list, skip) ==
+    [api |-> "JoinGroup", code |-> code, gen |-> gen, ptype |-> ptype, pname |-> pname,
+     leader |-> ldr, mid |-> mid, members |-> list, skip |-> skip]
+JoinError(code, mid) == JoinResp(code, -1, None, None, "", mid, <<>>, FALSE)
+SyncResp(code, ptype, pname, asg) ==
+    [api |-> "SyncGroup", code |-> code, ptype |-> ptype, pname |-> pname, asg |-> asg]
+SyncError(code) == SyncResp(code, None, None, "")
+HbResp(code) == [api |-> "Heartbeat", code |-> code]
+LeaveResp(code, results) == [api |-> "LeaveGroup", code |-> code, members |-> results]
+DeleteResp(code) == [api |-> "DeleteGroups", code |-> code]
+
+\* The response a whole request gets when it fails with `code` (coordinator.error_like).
+ErrorForm(r, code) ==
+    CASE r.api = "Heartbeat" -> HbResp(code)
+      [] r.api = "LeaveGroup" -> LeaveResp(code, <<>>)
+      [] r.api = "DeleteGroups" -> DeleteResp(code)
+
+-----------------------------------------------------------------------------
+(* The working record: the whole state plus the step's output. *)
+
+Cur == [st |-> state, prev |-> prevState, gen |-> generation, ptype |-> protocolType,
+        pname |-> protocolName, leader |-> leader, members |-> members, mem |-> mem,
+        pending |-> pending, psync |-> pendingSync, nma |-> newMemberAdded,
+        timers |-> timers, writes |-> writes, held |-> held, out |-> <<>>,
+        cur |-> <<>>, recs |-> <<>>, cbs |-> <<>>]
+
+Emit(G, c) == [G EXCEPT !.out = Append(@, c)]
+Arm(G, k, p) == [Emit(G, [c |-> "SetTimer", key |-> k, payload |-> p])
+                    EXCEPT !.timers = SetKey(@, k, p)]
+Cancel(G, k) == [Emit(G, [c |-> "CancelTimer", key |-> k]) EXCEPT !.timers = DropKey(@, k)]
+
+\* Who a response goes to: <<"req">> for the request being handled, <<"join", m>> / <<"sync", m>>
+\* for a request parked earlier by member m, <<api, m>> for a result held or riding on a write.
+ReqTag == <<"req">>
+To(G, kind, m) == IF G.cur = <<kind, m>> THEN ReqTag ELSE <<kind, m>>
+Respond(G, to, r) == Emit(G, [c |-> "Respond", to |-> to, r |-> r])
+
+\* The records of the operation (coordinator._append) and its write (_emit_writes).
+AppendRecord(G, rec, cb) ==
+    [G EXCEPT !.recs = Append(@, rec), !.cbs = IF cb = None THEN @ ELSE Append(@, cb)]
+EmitWrite(G, resp) ==
+    IF G.recs = <<>> THEN G
+    ELSE [Emit(G, [c |-> "Write", recs |-> G.recs])
+            EXCEPT !.writes = Append(@, [recs |-> G.recs, cbs |-> G.cbs, resp |-> resp]),
+                   !.recs = <<>>, !.cbs = <<>>]
+
+\* An operation's own result: held behind in-flight writes (coordinator._result).
+Result(G, tag, r) ==
+    IF G.writes # <<>>
+    THEN [G EXCEPT !.held = Append(@, [to |-> tag, r |-> r, wait |-> Len(G.writes)])]
+    ELSE Respond(G, ReqTag, r)
+
+\* coordinator._run_op: the response rides on the operation's write, or is its result.
+RunOpEnd(G, tag, r) ==
+    IF G.recs = <<>>
+    THEN IF r = None THEN G ELSE Result(G, tag, r)
+    ELSE EmitWrite(G, IF r = None THEN None ELSE [to |-> tag, r |-> r])
+
+-----------------------------------------------------------------------------
+(* The group (model.Group, draft.GroupDraft). *)
+
+IsMember(G, m) == m \in DOMAIN G.mem
+Parked(G, m) == G.mem[m].join # ""
+IsStatic(G, m) == G.mem[m].inst # None
+StaticOf(G, i) ==
+    LET ms == {m \in DOMAIN G.mem : G.mem[m].inst = i} IN
+    IF ms = {} THEN None ELSE CHOOSE m \in ms : TRUE
+AllJoined(G) == (\A m \in DOMAIN G.mem : Parked(G, m)) /\ G.pending = {}
+RebalanceTimeoutOf(G) ==
+    IF G.members = <<>> THEN 0
+    ELSE LET ts == {G.mem[m].rto : m \in DOMAIN G.mem} IN CHOOSE t \in ts : \A u \in ts : u <= t
+FirstOf(s, P(_)) ==
+    LET is == {i \in 1..Len(s) : P(s[i])} IN
+    IF is = {} THEN None ELSE s[CHOOSE i \in is : \A j \in is : i <= j]
+
+Names(p) == {p[i][1] : i \in 1..Len(p)}
+Metadata(rec, pname) ==
+    LET is == {i \in 1..Len(rec.protos) : rec.protos[i][1] = pname} IN
+    IF is = {} THEN "" ELSE rec.protos[CHOOSE i \in is : \A j \in is : i <= j][2]
+
+\* Protocol names every member lists, and the vote (draft.select_protocol): each member votes
+\* for its first candidate; the most votes win, a tie goes to the name voted for first.
+Candidates(G) ==
+    {n \in UNION {Names(G.mem[m].protos) : m \in DOMAIN G.mem} :
+        \A m \in DOMAIN G.mem : n \in Names(G.mem[m].protos)}
+VoteOf(p, cands) ==
+    p[CHOOSE i \in 1..Len(p) : p[i][1] \in cands /\ \A j \in 1..(i - 1) : p[j][1] \notin cands][1]
+SelectProtocol(G) ==
+    LET cands == Candidates(G)
+        votes == [i \in 1..Len(G.members) |-> VoteOf(G.mem[G.members[i]].protos, cands)]
+        count(n) == Cardinality({i \in 1..Len(votes) : votes[i] = n})
+        first(n) == CHOOSE i \in 1..Len(votes) : votes[i] = n /\ \A j \in 1..(i - 1) : votes[j] # n
+        names == Range(votes)
+        best == CHOOSE n \in names :
+                    \A o \in names : count(o) < count(n) \/ (count(o) = count(n) /\ first(n) <= first(o))
+    IN best
+SupportsProtocols(G, ptype, names) ==
+    IF G.members = <<>> THEN ptype # "" /\ names # {}
+    ELSE ptype = G.ptype /\ names \cap Candidates(G) # {}
+
+\* ClassicGroup.validateMember: the error, or NONE.
+Validate(G, mid, inst) ==
+    LET s == IF inst = None THEN None ELSE StaticOf(G, inst) IN
+    IF inst # None /\ s = None THEN "UNKNOWN_MEMBER_ID"
+    ELSE IF inst # None /\ s # mid THEN "FENCED_INSTANCE_ID"
+    ELSE IF ~IsMember(G, mid) THEN "UNKNOWN_MEMBER_ID"
+    ELSE NONE
+
+Transition(G, s) == [G EXCEPT !.prev = G.st, !.st = s]
+
+AddToGroup(G, m, rec, ptype) ==   \* draft.add
+    [G EXCEPT !.ptype = IF G.members = <<>> THEN ptype ELSE @,
+              !.leader = IF @ = None THEN m ELSE @,
+              !.members = Append(@, m),
+              !.mem = SetKey(@, m, rec),
+              !.pending = @ \ {m}]
+
+RemoveFromGroup(G, m) ==   \* draft.remove
+    LET rest == Remove(G.members, m) IN
+    [G EXCEPT !.members = rest, !.mem = DropKey(@, m),
+              !.leader = IF @ = m THEN (IF rest = <<>> THEN None ELSE Head(rest)) ELSE @,
+              !.pending = @ \ {m}, !.psync = @ \ {m}]
+
+PutMember(G, m, rec) == [G EXCEPT !.mem[m] = rec]
+
+\* draft.replace_static: the instance's member moves to a new id (at the end of the order).
+ReplaceStatic(G, old, new) ==
+    LET rec == [G.mem[old] EXCEPT !.join = "", !.sync = FALSE, !.isNew = FALSE] IN
+    [G EXCEPT !.members = Append(Remove(@, old), new),
+              !.mem = SetKey(DropKey(@, old), new, rec),
+              !.leader = IF @ = old THEN new ELSE @,
+              !.psync = @ \ {old}]
+
+\* The member list a leader gets (membership._member_list).
+MemberList(G) ==
+    <<>> \o [i \in 1..Len(G.members) |->
+               LET m == G.members[i] IN <<m, G.mem[m].inst, Metadata(G.mem[m], G.pname)>>]
+
+JoinOk(G, m, withMembers) ==
+    JoinResp(NONE, G.gen, G.ptype, G.pname, OrEmpty(G.leader), m,
+             IF withMembers THEN MemberList(G) ELSE <<>>, FALSE)
+
+\* A GroupMetadata record (membership._metadata_record); `asg` None: the stored assignments.
+EmptyRecord(G) ==
+    [type |-> "GroupMetadata", gen |-> G.gen, ptype |-> OrEmpty(G.ptype), pname |-> None,
+     leader |-> None, members |-> <<>>]
+FullRecord(G, asg) ==
+    [type |-> "GroupMetadata", gen |-> G.gen, ptype |-> OrEmpty(G.ptype), pname |-> G.pname,
+     leader |-> G.leader,
+     members |-> <<>> \o [i \in 1..Len(G.members) |->
+                    LET m == G.members[i] IN
+                    [id |-> m, inst |-> G.mem[m].inst, rto |-> G.mem[m].rto,
+                     meta |-> Metadata(G.mem[m], G.pname),
+                     asg |-> IF asg = None THEN G.mem[m].asg ELSE Get(asg, m, "")]]]
+Tombstone == [type |-> "GroupTombstone", gen |-> 0, ptype |-> "", pname |-> None,
+              leader |-> None, members |-> <<>>]
+
+-----------------------------------------------------------------------------
+(* prepareRebalance, propagateAssignment, completeClassicGroupJoin *)
+
+\* membership._propagate_assignment, over the members in order.
+RECURSIVE Propagate(_, _, _, _, _)
+Propagate(G, ids, code, reset, asg) ==
+    IF ids = <<>> THEN G
+    ELSE LET m == Head(ids)
+             rec == G.mem[m]
+             newAsg == IF reset THEN "" ELSE IF asg # None THEN Get(asg, m, "") ELSE rec.asg
+             G1 == PutMember(G, m, [rec EXCEPT !.asg = newAsg])
+             ok == code = NONE
+             G2 == IF rec.sync
+                   THEN Arm(PutMember(Respond(G1, To(G1, "sync", m),
+                                              SyncResp(code, IF ok THEN G1.ptype ELSE None,
+                                                       IF ok THEN G1.pname ELSE None, newAsg)),
+                                      m, [G1.mem[m] EXCEPT !.sync = FALSE]),
+                            HbKey(m), None)
+                   ELSE G1
+         IN Propagate(G2, Tail(ids), code, reset, asg)
+
+\* The first loop of completeClassicGroupJoin: drop dynamic members that did not rejoin.
+RECURSIVE DropNotRejoined(_, _)
+DropNotRejoined(G, ids) ==
+    IF ids = <<>> THEN G
+    ELSE LET m == Head(ids) IN
+         DropNotRejoined(IF ~Parked(G, m) /\ ~IsStatic(G, m)
+                         THEN Cancel(RemoveFromGroup(G, m), HbKey(m)) ELSE G, Tail(ids))
+
+\* The last loop: answer the parked joins, re-arm heartbeats, everyone must sync.
+RECURSIVE AnswerJoins(_, _, _)
+AnswerJoins(G, ids, list) ==
+    IF ids = <<>> THEN G
+    ELSE LET m == Head(ids)
+             G1 == IF Parked(G, m)
+                   THEN Respond(G, To(G, "join", m),
+                                [JoinOk(G, m, FALSE) EXCEPT !.members = IF m = G.leader THEN list ELSE <<>>])
+                   ELSE G
+             G2 == Arm(G1, HbKey(m), None)
+             G3 == [G2 EXCEPT !.mem[m] = [@ EXCEPT !.join = "", !.isNew = FALSE], !.psync = @ \cup {m}]
+         IN AnswerJoins(G3, Tail(ids), list)
+
+InitNextGeneration(G) ==
+    LET G1 == [G EXCEPT !.gen = @ + 1] IN
+    IF G1.members # <<>>
+    THEN [Transition([G1 EXCEPT !.pname = SelectProtocol(G1)], Completing) EXCEPT !.psync = {}]
+    ELSE [Transition([G1 EXCEPT !.pname = None], Empty) EXCEPT !.psync = {}]
+
+CompleteJoin(G) ==
+    LET G1 == DropNotRejoined(Cancel(G, JoinKey), G.members)
+        leaderOut == G1.leader # None /\ ~Parked(G1, G1.leader)
+        joined == FirstOf(G1.members, LAMBDA m : Parked(G1, m))
+    IN
+    IF leaderOut /\ joined = None THEN Arm(G1, JoinKey, <<>>)   \* only static members left
+    ELSE IF G1.leader = None /\ G1.members # <<>> THEN Arm(G1, JoinKey, <<>>)
+    ELSE LET G2 == InitNextGeneration(IF leaderOut THEN [G1 EXCEPT !.leader = joined] ELSE G1) IN
+         IF G2.st = Empty
+         THEN AppendRecord(G2, EmptyRecord(G2), [k |-> "empty_group"])
+         ELSE Arm(AnswerJoins(G2, G2.members, MemberList(G2)), SyncKey, G2.gen)
+
+PrepareRebalance(G) ==
+    LET G1 == IF G.st = Completing THEN Propagate(G, G.members, "REBALANCE_IN_PROGRESS", TRUE, None)
+              ELSE G
+        G2 == Cancel([G1 EXCEPT !.psync = {}], SyncKey)
+        initial == G.st = Empty
+        G3 == IF initial
+              THEN Arm(G2, JoinKey, <<"initial", InitialDelay,
+                                      Max(RebalanceTimeoutOf(G2) - InitialDelay, 0)>>)
+              ELSE G2
+        G4 == Transition(G3, Preparing)
+    IN IF initial THEN G4
+       ELSE IF AllJoined(G4) THEN CompleteJoin(G4) ELSE Arm(G4, JoinKey, <<>>)
+
+MaybeCompleteJoin(G) ==
+    IF G.st = Preparing /\ G.prev # Empty /\ AllJoined(G) THEN CompleteJoin(G) ELSE G
+
+RebalanceOrCompleteJoin(G) ==
+    IF G.st \in {Empty, Stable, Completing} THEN PrepareRebalance(G) ELSE MaybeCompleteJoin(G)
+
+-----------------------------------------------------------------------------
+(* JoinGroup (membership._join) *)
+
+NewMember(req) ==
+    [inst |-> req.inst, protos |-> req.protos, rto |-> req.rto, join |-> "J", sync |-> FALSE,
+     isNew |-> TRUE, asg |-> ""]
+
+AddMember(G, req, m) ==
+    LET G1 == IF G.st = Preparing /\ G.prev = Empty THEN [G EXCEPT !.nma = TRUE] ELSE G
+        G2 == [AddToGroup(G1, m, NewMember(req), req.ptype) EXCEPT !.cur = <<"join", m>>]
+    IN RebalanceOrCompleteJoin(Arm(G2, HbKey(m), None))
+
+UpdateMember(G, m, protos, rto, join) ==
+    [G EXCEPT !.mem[m] = [@ EXCEPT !.protos = protos, !.rto = rto, !.join = join],
+              !.cur = IF join # "" THEN <<"join", m>> ELSE @]
+
+Fence(G, old, rec) ==
+    LET G1 == IF rec.join # "" THEN Respond(G, <<"join", old>>, JoinError("FENCED_INSTANCE_ID", old))
+              ELSE G
+    IN IF rec.sync THEN Respond(G1, <<"sync", old>>, SyncError("FENCED_INSTANCE_ID")) ELSE G1
+
+ReplaceStaticMember(G, req, old, new) ==
+    LET previousLeader == G.leader
+        oldRec == G.mem[old]
+        G1 == Arm(Fence(ReplaceStatic(G, old, new), old, oldRec), HbKey(new), None)
+        G2 == UpdateMember(G1, new, req.protos, req.rto, "J")
+    IN
+    IF G2.st = Stable
+    THEN IF OrEmpty(G2.pname) = SelectProtocol(G2)
+         THEN LET G3 == [G2 EXCEPT !.mem[new].join = "R"] IN   \* parked until the write is done
+              AppendRecord(G3, FullRecord(G3, None),
+                           [k |-> "static_replace", inst |-> req.inst, old |-> old, new |-> new,
+                            protos |-> oldRec.protos, rto |-> oldRec.rto, leader |-> previousLeader,
+                            v9 |-> req.v >= 9])
+         ELSE RebalanceOrCompleteJoin(G2)
+    ELSE IF G2.st = Completing THEN PrepareRebalance(G2)
+    ELSE MaybeCompleteJoin(G2)
+
+JoinNewMember(G, req) ==
+    IF ~SupportsProtocols(G, req.ptype, Names(req.protos))
+    THEN Respond(G, ReqTag, JoinError("INCONSISTENT_GROUP_PROTOCOL", ""))
+    ELSE IF req.inst # None
+    THEN LET old == StaticOf(G, req.inst) IN
+         IF old # None THEN ReplaceStaticMember(G, req, old, req.uuid) ELSE AddMember(G, req, req.uuid)
+    ELSE IF req.v >= 4
+    THEN Respond(Arm([G EXCEPT !.pending = @ \cup {req.uuid}], HbKey(req.uuid), None),
+                 ReqTag, JoinError("MEMBER_ID_REQUIRED", req.uuid))
+    ELSE AddMember(G, req, req.uuid)
+
+JoinExistingMember(G, req) ==
+    LET m == req.mid
+        err == Validate(G, m, req.inst) IN
+    IF ~SupportsProtocols(G, req.ptype, Names(req.protos))
+    THEN Respond(G, ReqTag, JoinError("INCONSISTENT_GROUP_PROTOCOL", m))
+    ELSE IF m \in G.pending
+    THEN IF req.inst # None THEN Respond(G, ReqTag, JoinError("UNKNOWN_SERVER_ERROR", ""))
+         ELSE AddMember(G, req, m)
+    ELSE IF err # NONE
+    THEN Respond(G, ReqTag, JoinError(err, m))
+    ELSE IF G.st = Preparing
+    THEN MaybeCompleteJoin(UpdateMember(G, m, req.protos, req.rto, "J"))
+    ELSE IF G.st = Completing
+    THEN IF G.mem[m].protos = req.protos
+         THEN Respond(G, ReqTag, JoinOk(G, m, m = G.leader))
+         ELSE PrepareRebalance(UpdateMember(G, m, req.protos, req.rto, "J"))
+    ELSE IF G.st = Stable
+    THEN IF m = G.leader \/ G.mem[m].protos # req.protos
+         THEN PrepareRebalance(UpdateMember(G, m, req.protos, req.rto, "J"))
+         ELSE Respond(G, ReqTag, JoinOk(G, m, FALSE))
+    ELSE Respond(G, ReqTag, JoinError("UNKNOWN_MEMBER_ID", m))
+
+CreateGroup(G) ==
+    [G EXCEPT !.st = Empty, !.prev = Dead, !.gen = 0, !.ptype = None, !.pname = None,
+              !.leader = None, !.members = <<>>, !.mem = NoFunction, !.pending = {},
+              !.psync = {}, !.nma = FALSE]
+
+DoJoin(G, req) ==
+    IF G.st = Dead THEN Respond(G, ReqTag, JoinError("NOT_COORDINATOR", ""))
+    ELSE IF G.st = Absent /\ req.mid # "" THEN Respond(G, ReqTag, JoinError("UNKNOWN_MEMBER_ID", req.mid))
+    ELSE LET isNewGroup == G.st = Absent
+             G0 == IF isNewGroup THEN CreateGroup(G) ELSE G
+             G1 == IF req.mid = "" THEN JoinNewMember(G0, req) ELSE JoinExistingMember(G0, req)
+             G2 == IF isNewGroup /\ G1.recs = <<>>
+                   THEN AppendRecord(G1, EmptyRecord(G1), [k |-> "new_group"]) ELSE G1
+         IN RunOpEnd(G2, None, None)
+
+-----------------------------------------------------------------------------
+(* SyncGroup (membership._sync) *)
+
+RemovePendingSync(G, m) ==
+    LET G1 == [G EXCEPT !.psync = @ \ {m}] IN
+    IF G1.psync = {} THEN Cancel(G1, SyncKey) ELSE G1
+
+DoSync(G, req) ==
+    LET m == req.mid
+        err == Validate(G, m, req.inst) IN
+    IF G.st = Dead THEN Respond(G, ReqTag, SyncError("NOT_COORDINATOR"))
+    ELSE IF G.st \in {Absent, Empty} THEN Respond(G, ReqTag, SyncError("UNKNOWN_MEMBER_ID"))
+    ELSE IF err # NONE THEN Respond(G, ReqTag, SyncError(err))
+    ELSE IF req.gen # G.gen THEN Respond(G, ReqTag, SyncError("ILLEGAL_GENERATION"))
+    ELSE IF (req.ptype # None /\ G.ptype # None /\ req.ptype # G.ptype)
+            \/ (req.pname # None /\ G.pname # None /\ req.pname # G.pname)
+    THEN Respond(G, ReqTag, SyncError("INCONSISTENT_GROUP_PROTOCOL"))
+    ELSE IF G.st = Preparing THEN Respond(G, ReqTag, SyncError("REBALANCE_IN_PROGRESS"))
+    ELSE IF G.st = Completing
+    THEN LET G1 == RemovePendingSync([G EXCEPT !.mem[m].sync = TRUE, !.cur = <<"sync", m>>], m) IN
+         RunOpEnd(IF m = G1.leader
+                  THEN AppendRecord(G1, FullRecord(G1, req.asg), [k |-> "sync", gen |-> G1.gen, asg |-> req.asg])
+                  ELSE G1, None, None)
+    ELSE Respond(RemovePendingSync(G, m), ReqTag, SyncResp(NONE, G.ptype, G.pname, G.mem[m].asg))
+
+-----------------------------------------------------------------------------
+(* Heartbeat (membership._heartbeat) *)
+
+DoHeartbeat(G, req) ==
+    LET m == req.mid
+        err == Validate(G, m, req.inst) IN
+    IF G.st = Dead THEN Respond(G, ReqTag, HbResp("NOT_COORDINATOR"))
+    ELSE IF G.st = Absent THEN Respond(G, ReqTag, HbResp("UNKNOWN_MEMBER_ID"))
+    ELSE IF err # NONE THEN Respond(G, ReqTag, HbResp(err))
+    ELSE IF req.gen # G.gen THEN Respond(G, ReqTag, HbResp("ILLEGAL_GENERATION"))
+    ELSE IF G.st = Empty THEN Result(G, <<"Heartbeat", m>>, HbResp("UNKNOWN_MEMBER_ID"))
+    ELSE Result(Arm(G, HbKey(m), None), <<"Heartbeat", m>>,
+                HbResp(IF G.st = Preparing THEN "REBALANCE_IN_PROGRESS" ELSE NONE))
+
+-----------------------------------------------------------------------------
+(* LeaveGroup (membership._leave); each identity is [mid, inst]. *)
+
+RemoveMemberForLeave(G, m) ==
+    LET G1 == Cancel(G, HbKey(m))
+        G2 == IF Parked(G1, m)
+              THEN [Respond(G1, To(G1, "join", m), JoinError("UNKNOWN_MEMBER_ID", ""))
+                       EXCEPT !.mem[m].join = ""]
+              ELSE G1
+    IN RemoveFromGroup(G2, m)
+
+RECURSIVE LeaveLoop(_, _, _)
+LeaveLoop(G, ids, results) ==   \* returns [g |-> G, results |-> ...]
+    IF ids = <<>> THEN [g |-> G, results |-> results]
+    ELSE LET x == Head(ids)
+             target == IF x.inst # None THEN StaticOf(G, x.inst) ELSE None
+             err == Validate(G, x.mid, x.inst)
+             step ==
+                IF x.mid = ""
+                THEN IF target = None THEN [g |-> G, code |-> "UNKNOWN_MEMBER_ID"]
+                     ELSE [g |-> RemoveMemberForLeave(G, target), code |-> NONE]
+                ELSE IF x.mid \in G.pending
+                THEN [g |-> Cancel([G EXCEPT !.pending = @ \ {x.mid}], HbKey(x.mid)), code |-> NONE]
+                ELSE IF err # NONE
+                THEN [g |-> G, code |-> err]
+                ELSE [g |-> RemoveMemberForLeave(G, x.mid), code |-> NONE]
+         IN LeaveLoop(step.g, Tail(ids), Append(results, [mid |-> x.mid, inst |-> x.inst, code |-> step.code]))
+
+LeaveTag(req) == <<"LeaveGroup", IF req.ids = <<>> THEN "" ELSE Head(req.ids).mid>>
+
+DoLeave(G, req) ==
+    IF G.st = Dead THEN Respond(G, ReqTag, LeaveResp("NOT_COORDINATOR", <<>>))
+    ELSE IF G.st = Absent
+    THEN Respond(G, ReqTag, LeaveResp(NONE, <<>> \o [i \in 1..Len(req.ids) |->
+                    [mid |-> req.ids[i].mid, inst |-> req.ids[i].inst, code |-> "UNKNOWN_MEMBER_ID"]]))
+    ELSE LET r == LeaveLoop(G, req.ids, <<>>)
+             removed == \E i \in 1..Len(r.results) : r.results[i].code = NONE
+             G1 == IF ~removed THEN r.g
+                   ELSE IF r.g.st \in {Stable, Completing} THEN PrepareRebalance(r.g)
+                   ELSE IF r.g.st = Preparing THEN MaybeCompleteJoin(r.g)
+                   ELSE r.g
+         IN RunOpEnd(G1, LeaveTag(req), LeaveResp(NONE, r.results))
+
+-----------------------------------------------------------------------------
+(* DeleteGroups (coordinator._on_delete_groups), for this group only. *)
+
+GroupSnapshot(G) ==
+    [st |-> G.st, prev |-> G.prev, gen |-> G.gen, ptype |-> G.ptype, pname |-> G.pname,
+     leader |-> G.leader, members |-> G.members, mem |-> G.mem, pending |-> G.pending,
+     psync |-> G.psync, nma |-> G.nma]
+Drop(G) ==    \* the group is no longer held
+    [G EXCEPT !.st = Absent, !.prev = None, !.gen = 0, !.ptype = None, !.pname = None,
+              !.leader = None, !.members = <<>>, !.mem = NoFunction, !.pending = {},
+              !.psync = {}, !.nma = FALSE]
+Restore(G, s) ==
+    [G EXCEPT !.st = s.st, !.prev = s.prev, !.gen = s.gen, !.ptype = s.ptype, !.pname = s.pname,
+              !.leader = s.leader, !.members = s.members, !.mem = s.mem, !.pending = s.pending,
+              !.psync = s.psync, !.nma = s.nma]
+DeleteGroup(G) == AppendRecord(Drop(G), Tombstone, [k |-> "restore_group", snap |-> GroupSnapshot(G)])
+
+DoDelete(G) ==
+    IF G.st = Dead THEN Respond(G, ReqTag, DeleteResp("NOT_COORDINATOR"))
+    ELSE IF G.st = Absent THEN Respond(G, ReqTag, DeleteResp("GROUP_ID_NOT_FOUND"))
+    ELSE IF G.st # Empty THEN Respond(G, ReqTag, DeleteResp("NON_EMPTY_GROUP"))
+    ELSE LET G1 == DeleteGroup(G) IN
+         EmitWrite([G1 EXCEPT !.cbs = Append(@, [k |-> "delete_result"])], None)
+
+-----------------------------------------------------------------------------
+(* Timers (membership._heartbeat_expired, _join_timer_fired, _sync_timer_fired, coordinator._expire) *)
+
+HeartbeatExpired(G, m) ==
+    IF G.st \in {Absent, Dead} THEN G
+    ELSE IF m \in G.pending
+    THEN LET G1 == [G EXCEPT !.pending = @ \ {m}] IN
+         IF G1.st = Preparing /\ AllJoined(G1) THEN CompleteJoin(G1) ELSE G1
+    ELSE IF ~IsMember(G, m) \/ (~G.mem[m].isNew /\ (Parked(G, m) \/ G.mem[m].sync)) THEN G
+    ELSE LET G1 == IF Parked(G, m)
+                   THEN [Respond(G, To(G, "join", m), JoinError("UNKNOWN_MEMBER_ID", ""))
+                            EXCEPT !.mem[m].join = ""]
+                   ELSE G
+             G2 == RemoveFromGroup(G1, m)
+         IN IF G2.st \in {Stable, Completing} THEN RebalanceOrCompleteJoin(G2)
+            ELSE IF G2.st = Preparing /\ AllJoined(G2) THEN CompleteJoin(G2)
+            ELSE G2
+
+JoinTimerFired(G, payload) ==
+    IF G.st # Preparing THEN G
+    ELSE IF payload # <<>> /\ G.nma /\ payload[3] # 0
+    THEN LET d == Min(InitialDelay, payload[3]) IN
+         Arm([G EXCEPT !.nma = FALSE], JoinKey, <<"initial", d, Max(payload[3] - payload[2], 0)>>)
+    ELSE CompleteJoin(G)
+
+RECURSIVE DropUnsynced(_, _)
+DropUnsynced(G, ids) ==
+    IF ids = <<>> THEN G
+    ELSE DropUnsynced(IF Head(ids) \in G.psync
+                      THEN Cancel(RemoveFromGroup(G, Head(ids)), HbKey(Head(ids))) ELSE G, Tail(ids))
+
+SyncTimerFired(G, payload) ==
+    IF G.st \in {Absent, Dead} \/ G.gen # payload THEN G
+    ELSE IF G.st \notin {Completing, Stable} \/ G.psync = {} THEN G
+    ELSE PrepareRebalance(DropUnsynced(G, G.members))
+
+ExpireFired(G) ==
+    LET G1 == IF G.st = Empty THEN DeleteGroup(G) ELSE G IN
+    Arm(G1, ExpireKey, None)
+
+DoTimer(G, k) ==
+    LET G0 == [G EXCEPT !.timers = DropKey(@, k)]
+        p == G.timers[k]
+        G1 == CASE k = JoinKey -> JoinTimerFired(G0, p)
+                [] k = SyncKey -> SyncTimerFired(G0, p)
+                [] k = ExpireKey -> ExpireFired(G0)
+                [] OTHER -> HeartbeatExpired(G0, k[2])
+    IN EmitWrite(G1, None)
+
+-----------------------------------------------------------------------------
+(* Write outcomes (coordinator._on_write_done, _finish_write, the callbacks) *)
+
+SyncWritten(G, cb, err) ==
+    IF G.st # Completing \/ G.gen # cb.gen THEN G
+    ELSE IF err = None
+    THEN Transition(Propagate(G, G.members, NONE, FALSE, cb.asg), Stable)
+    ELSE PrepareRebalance(Propagate(G, G.members, TranslateAppend(err), TRUE, None))
+
+StaticReplaceWritten(G, cb, err) ==
+    LET parked == G.st \notin {Absent, Dead} /\ IsMember(G, cb.new) /\ G.mem[cb.new].join = "R"
+        isLeader == G.leader = cb.new
+    IN
+    IF err = None
+    THEN IF ~parked THEN G
+         ELSE LET G1 == [G EXCEPT !.mem[cb.new].join = ""] IN
+              Respond(G1, <<"join", cb.new>>,
+                      IF cb.v9 THEN [JoinOk(G1, cb.new, isLeader) EXCEPT !.skip = isLeader]
+                      ELSE [JoinOk(G1, cb.new, FALSE) EXCEPT !.leader = OrEmpty(cb.leader)])
+    ELSE LET G1 == IF parked /\ StaticOf(G, cb.inst) = cb.new
+                   THEN Arm(ReplaceStatic(UpdateMember(G, cb.new, cb.protos, cb.rto, ""), cb.new, cb.old),
+                            HbKey(cb.old), None)
+                   ELSE G
+         IN IF ~parked THEN G1
+            ELSE Respond(G1, <<"join", cb.new>>,
+                         JoinResp(TranslateAppend(err), G1.gen, G1.ptype, G1.pname, OrEmpty(cb.leader),
+                                  "", <<>>, FALSE))
+
+RECURSIVE AnswerAll(_, _, _)
+AnswerAll(G, ids, code) ==   \* coordinator._rollback_new_group's answers
+    IF ids = <<>> THEN G
+    ELSE LET m == Head(ids)
+             G1 == IF Parked(G, m) THEN Respond(G, <<"join", m>>, JoinError(code, "")) ELSE G
+             G2 == IF G.mem[m].sync THEN Respond(G1, <<"sync", m>>, SyncError(code)) ELSE G1
+         IN AnswerAll(G2, Tail(ids), code)
+
+RollbackNewGroup(G, err) ==
+    IF G.st \in {Absent, Dead} \/ G.gen # 0 THEN G
+    ELSE Drop(AnswerAll(G, G.members, TranslateAppend(err)))
+
+RunCallback(G, cb, err) ==
+    CASE cb.k = "sync" -> SyncWritten(G, cb, err)
+      [] cb.k = "static_replace" -> StaticReplaceWritten(G, cb, err)
+      [] cb.k = "new_group" -> IF err = None THEN G ELSE RollbackNewGroup(G, err)
+      [] cb.k = "restore_group" -> IF err # None /\ G.st = Absent THEN Restore(G, cb.snap) ELSE G
+      [] cb.k = "delete_result" ->
+            Respond(G, <<"DeleteGroups", "">>, DeleteResp(IF err = None THEN NONE ELSE TranslateOperation(err)))
+      [] OTHER -> G   \* "empty_group": Kafka only logs a failure
+
+RECURSIVE RunCallbacks(_, _, _)
+RunCallbacks(G, cbs, err) ==
+    IF cbs = <<>> THEN G ELSE RunCallbacks(RunCallback(G, Head(cbs), err), Tail(cbs), err)
+
+FinishWrite(G, w, err) ==
+    LET G1 == EmitWrite(RunCallbacks([G EXCEPT !.recs = <<>>, !.cbs = <<>>], w.cbs, err), None) IN
+    IF w.resp = None THEN G1
+    ELSE Respond(G1, w.resp.to, IF err = None THEN w.resp.r ELSE ErrorForm(w.resp.r, TranslateOperation(err)))
+
+\* coordinator._release_deferred after the oldest write is done.
+RECURSIVE Release(_, _, _)
+Release(G, hs, keep) ==
+    IF hs = <<>> THEN [G EXCEPT !.held = keep]
+    ELSE LET h == Head(hs) IN
+         IF h.wait <= 1 THEN Release(Respond(G, h.to, h.r), Tail(hs), keep)
+         ELSE Release(G, Tail(hs), Append(keep, [h EXCEPT !.wait = @ - 1]))
+
+DoWriteDone(G, err) ==
+    LET w == Head(G.writes)
+        G1 == FinishWrite([G EXCEPT !.writes = Tail(@)], w, err)
+    IN Release(G1, G1.held, <<>>)
+
+-----------------------------------------------------------------------------
+(* UnloadPartition (coordinator._on_unload) *)
+
+RECURSIVE FailWrites(_, _)
+FailWrites(G, ws) ==
+    IF ws = <<>> THEN G
+    ELSE FailWrites(FinishWrite([G EXCEPT !.writes = Tail(@)], Head(ws), "NOT_COORDINATOR"), Tail(ws))
+
+RECURSIVE AnswerHeld(_, _)
+AnswerHeld(G, hs) ==
+    IF hs = <<>> THEN [G EXCEPT !.held = <<>>]
+    ELSE AnswerHeld(Respond(G, Head(hs).to, ErrorForm(Head(hs).r, "NOT_COORDINATOR")), Tail(hs))
+
+RECURSIVE AnswerParked(_, _)
+AnswerParked(G, ids) ==
+    IF ids = <<>> THEN G
+    ELSE LET m == Head(ids)
+             G1 == IF G.st = Preparing /\ Parked(G, m)
+                   THEN Respond(G, <<"join", m>>, JoinError("NOT_COORDINATOR", m))
+                   ELSE IF G.st \in {Completing, Stable} /\ G.mem[m].sync
+                   THEN Respond(G, <<"sync", m>>, SyncError("NOT_COORDINATOR"))
+                   ELSE G
+         IN AnswerParked(G1, Tail(ids))
+
+DoUnload(G) ==
+    LET n == Len(G.writes)
+        G1 == FailWrites(G, G.writes)
+        G2 == AnswerHeld(G1, G1.held)
+        G3 == IF G2.st \in {Absent, Dead} THEN G2 ELSE AnswerParked(G2, G2.members)
+        G4 == [Drop(G3) EXCEPT !.st = Dead, !.timers = NoFunction]
+    IN Emit(G4, [c |-> "CancelPartitionTimers"])
+
+-----------------------------------------------------------------------------
+(* LoadPartition (coordinator._on_load): the initial state. A stored record is
+   [gen, ptype, pname, leader, members: <<[id, inst, protos, rto, asg]>>]. *)
+
+RECURSIVE LoadMembers(_, _)
+LoadMembers(G, ms) ==
+    IF ms = <<>> THEN G
+    ELSE LET x == Head(ms) IN
+         LoadMembers(AddToGroup(G, x.id, [inst |-> x.inst, protos |-> x.protos, rto |-> x.rto,
+                                          join |-> "", sync |-> FALSE, isNew |-> FALSE,
+                                          asg |-> x.asg], G.ptype), Tail(ms))
+
+RECURSIVE ArmAll(_, _)
+ArmAll(G, ids) == IF ids = <<>> THEN G ELSE ArmAll(Arm(G, HbKey(Head(ids)), None), Tail(ids))
+
+Loaded(rec) ==
+    LET G0 == [st |-> Absent, prev |-> None, gen |-> 0, ptype |-> None, pname |-> None, leader |-> None,
+               members |-> <<>>, mem |-> NoFunction, pending |-> {}, psync |-> {}, nma |-> FALSE,
+               timers |-> NoFunction, writes |-> <<>>, held |-> <<>>, out |-> <<>>, cur |-> <<>>,
+               recs |-> <<>>, cbs |-> <<>>]
+        G1 == IF rec = None THEN G0
+              ELSE LoadMembers([G0 EXCEPT !.st = IF rec.members = <<>> THEN Empty ELSE Stable, !.prev = Dead,
+                                          !.gen = rec.gen, !.ptype = IF rec.ptype = "" THEN None ELSE rec.ptype,
+                                          !.pname = rec.pname], rec.members)
+        G2 == IF rec = None THEN G1 ELSE [G1 EXCEPT !.leader = rec.leader]
+    IN Arm(ArmAll(G2, G2.members), ExpireKey, None)
+
+-----------------------------------------------------------------------------
+(* Steps: the working record becomes the next state. *)
+
+Assign(G) ==
+    /\ state' = G.st
+    /\ prevState' = G.prev
+    /\ generation' = G.gen
+    /\ protocolType' = G.ptype
+    /\ protocolName' = G.pname
+    /\ leader' = G.leader
+    /\ members' = G.members
+    /\ mem' = G.mem
+    /\ pending' = G.pending
+    /\ pendingSync' = G.psync
+    /\ newMemberAdded' = G.nma
+    /\ timers' = G.timers
+    /\ writes' = G.writes
+    /\ held' = G.held
+    /\ out' = G.out
+
+CanRequest == budget # 0
+Spend == budget' = IF budget < 0 THEN budget ELSE budget - 1
+
+\* req: [mid, inst, ptype, protos, rto, v, uuid]
+JoinGroup(req) == Assign(DoJoin(Cur, req)) /\ event' = [type |-> "JoinGroup"] @@ req
+\* req: [mid, inst, gen, ptype, pname, asg]
+SyncGroup(req) == Assign(DoSync(Cur, req)) /\ event' = [type |-> "SyncGroup"] @@ req
+\* req: [mid, inst, gen]
+Heartbeat(req) == Assign(DoHeartbeat(Cur, req)) /\ event' = [type |-> "Heartbeat"] @@ req
+\* req: [ids: <<[mid, inst]>>]
+LeaveGroup(req) == Assign(DoLeave(Cur, req)) /\ event' = [type |-> "LeaveGroup"] @@ req
+DeleteGroups == Assign(DoDelete(Cur)) /\ event' = [type |-> "DeleteGroups"]
+
+\* TimerFired for an armed key, with the payload of its current arming (contract rule 5).
+HeartbeatTimer(m) ==
+    /\ HbKey(m) \in DOMAIN timers
+    /\ Assign(DoTimer(Cur, HbKey(m))) /\ event' = [type |-> "TimerFired", key |-> HbKey(m)]
+JoinTimer ==
+    /\ JoinKey \in DOMAIN timers
+    /\ Assign(DoTimer(Cur, JoinKey)) /\ event' = [type |-> "TimerFired", key |-> JoinKey]
+SyncTimer ==
+    /\ SyncKey \in DOMAIN timers
+    /\ Assign(DoTimer(Cur, SyncKey)) /\ event' = [type |-> "TimerFired", key |-> SyncKey]
+ExpireTimer ==
+    /\ ExpireKey \in DOMAIN timers
+    /\ Assign(DoTimer(Cur, ExpireKey)) /\ event' = [type |-> "TimerFired", key |-> ExpireKey]
+
+WriteCompleted ==
+    /\ writes # <<>>
+    /\ Assign(DoWriteDone(Cur, None)) /\ event' = [type |-> "WriteCompleted"]
+WriteFailed(e) ==
+    /\ writes # <<>>
+    /\ Assign(DoWriteDone(Cur, e)) /\ event' = [type |-> "WriteFailed", error |-> e]
+
+UnloadPartition ==
+    /\ state # Dead
+    /\ Assign(DoUnload(Cur)) /\ event' = [type |-> "UnloadPartition"]
+
+InitFrom(rec) ==
+    LET G == Loaded(rec) IN
+    /\ budget = MaxRequests /\ event = [type |-> "LoadPartition", group |-> rec]
+    /\ state = G.st /\ prevState = G.prev /\ generation = G.gen /\ protocolType = G.ptype
+    /\ protocolName = G.pname /\ leader = G.leader /\ members = G.members /\ mem = G.mem
+    /\ pending = G.pending /\ pendingSync = G.psync /\ newMemberAdded = G.nma /\ timers = G.timers
+    /\ writes = G.writes /\ held = G.held /\ out = G.out
+
+Init == \E rec \in InitGroups : InitFrom(rec)
+
+-----------------------------------------------------------------------------
+(* The environment: what clients may send. *)
+
+NoInst == {None}
+\* Ids free for a new member: not in use, and not named by an in-flight write.
+ReplaceIds(w) == UNION {IF c.k = "static_replace" THEN {c.old, c.new} ELSE {} : c \in Range(w.cbs)}
+InUse == Range(members) \cup pending \cup UNION {ReplaceIds(w) : w \in Range(writes)}
+FreeIds == Ids \ InUse
+\* With Reduce, a client names only the ids in use and one free id (all free ids are alike up to
+\* renaming), and a new member gets that id: fewer transitions, the same states up to symmetry.
+Canonical(S) == IF Reduce /\ S # {} THEN {CHOOSE x \in S : TRUE} ELSE S
+NewIds == Canonical(FreeIds)
+Named == InUse \cup Canonical(Ids \ InUse)
+
+JoinRequests ==
+    LET new == NewIds
+        maxV == CHOOSE v \in JoinVersions : \A w \in JoinVersions : w <= v
+    IN
+    {r \in [mid : {""} \cup Named, inst : NoInst \cup Instances, ptype : ProtocolTypes, protos : Protocols,
+            rto : RebalanceTimeouts, v : JoinVersions, uuid : new \cup {None}] :
+        /\ r.inst # None => r.v >= 5
+        /\ IF r.mid = "" THEN r.uuid \in new ELSE r.uuid = None /\ (Reduce => r.v = maxV)}
+
+\* A leader assigns to every member it knows, or sends no assignment.
+Assignments(m) ==
+    IF state = Completing /\ m = leader
+    THEN {[x \in DOMAIN mem |-> "A"] @@ NoFunction} \cup (IF Reduce THEN {} ELSE {NoFunction})
+    ELSE {NoFunction}
+
+SyncRequests ==
+    UNION {{[mid |-> m, inst |-> i, gen |-> g, ptype |-> None, pname |-> None, asg |-> a] : a \in Assignments(m)}
+           : m \in Named, i \in NoInst \cup Instances, g \in {generation, generation - 1}}
+
+HeartbeatRequests ==
+    {[mid |-> m, inst |-> i, gen |-> g] : m \in Named, i \in NoInst \cup Instances, g \in {generation, generation - 1}}
+
+LeaveRequests ==
+    {[ids |-> <<[mid |-> m, inst |-> i]>>] : m \in {""} \cup Named, i \in NoInst \cup Instances}
+
+Client ==
+    /\ CanRequest /\ Spend
+    /\ \/ \E req \in JoinRequests : JoinGroup(req)
+       \/ \E req \in SyncRequests : SyncGroup(req)
+       \/ \E req \in HeartbeatRequests : Heartbeat(req)
+       \/ \E req \in LeaveRequests : LeaveGroup(req)
+       \/ DeleteGroups
+
+Coordinator ==
+    /\ UNCHANGED budget
+    /\ \/ \E m \in Ids : HeartbeatTimer(m)
+       \/ JoinTimer
+       \/ SyncTimer
+       \/ ExpireTimer
+       \/ WriteCompleted
+       \/ \E e \in WriteErrors : WriteFailed(e)
+       \/ UnloadPartition
+
+\* Unloaded, with nothing left to ask: only stuttering (not a deadlock).
+Done == state = Dead /\ budget = 0 /\ UNCHANGED vars
+
+Next == Client \/ Coordinator \/ Done
+
+\* Timers fire and writes finish eventually; clients owe nothing.
+Fairness ==
+    /\ \A m \in Ids : WF_vars(UNCHANGED budget /\ HeartbeatTimer(m))
+    /\ WF_vars(UNCHANGED budget /\ JoinTimer)
+    /\ WF_vars(UNCHANGED budget /\ SyncTimer)
+    /\ WF_vars(UNCHANGED budget /\ (WriteCompleted \/ \E e \in WriteErrors : WriteFailed(e)))
+
+Spec == Init /\ [][Next]_vars
+LiveSpec == Spec /\ Fairness
+
+=============================================================================

@@ -1,0 +1,173 @@
+-------------------------- MODULE CoordinatorProps --------------------------
+(***************************************************************************)
+(* What must hold of Coordinator: state invariants, action properties      *)
+(* (checked on every step, including the commands in out'), and liveness  *)
+(* under fair timers and writes. Names in snake_case are those of          *)
+(* core/invariants.py (INVARIANT_NAMES); tla/README.md maps them.          *)
+(***************************************************************************)
+EXTENDS Coordinator
+
+Held == state \notin {Absent, Dead}
+Ms == Range(members)
+Valid(m, i) == Held /\ (i # None => StaticOf(Cur, i) = m) /\ m \in Ms
+
+TypeOK ==
+    /\ state \in GroupStates \cup {Absent}
+    /\ generation \in Int
+    /\ members \in Seq(Ids)
+    /\ DOMAIN mem = Ms /\ Len(members) = Cardinality(Ms)
+    /\ \A m \in Ms : mem[m].join \in {"", "J", "R"} /\ mem[m].sync \in BOOLEAN
+                     /\ mem[m].isNew \in BOOLEAN /\ mem[m].inst \in Instances \cup {None}
+    /\ pending \subseteq Ids /\ pendingSync \subseteq Ids
+    /\ newMemberAdded \in BOOLEAN
+    /\ DOMAIN timers \subseteq TimerKeys
+    /\ leader \in Ids \cup {None}
+
+-----------------------------------------------------------------------------
+(* State invariants (core/invariants.py check_group, check_timers) *)
+
+leader_is_member == (Ms # {}) <=> (leader \in Ms) /\ (Ms = {} => leader = None)
+empty_has_no_members == state = Empty => members = <<>> /\ protocolName = None
+static_map_consistent ==
+    \A m, n \in Ms : m # n /\ mem[m].inst # None => mem[m].inst # mem[n].inst
+pending_not_members == pending \cap Ms = {}
+pending_sync_subset ==
+    /\ pendingSync \subseteq {m \in Ms : ~mem[m].sync}
+    /\ pendingSync # {} => state \in {Completing, Stable}
+settled_group_has_protocol ==
+    state \in {Completing, Stable} =>
+        Ms # {} /\ protocolName # None /\ \A m \in Ms : protocolName \in Names(mem[m].protos)
+parked_sync_only_completing == \A m \in Ms : mem[m].sync => state = Completing
+parked_join_state ==
+    \A m \in Ms : mem[m].join # "" => state = Preparing \/ (state = Stable /\ mem[m].join = "R")
+new_member_only_preparing == \A m \in Ms : mem[m].isNew => state = Preparing
+generation_non_negative == generation >= 0
+join_timer_when_preparing == state = Preparing => JoinKey \in DOMAIN timers
+sync_timer_generation ==
+    SyncKey \in DOMAIN timers => state \in {Completing, Stable} /\ timers[SyncKey] = generation
+pending_member_has_timer == \A m \in pending : HbKey(m) \in DOMAIN timers
+
+(* Spec-only invariants *)
+\* The join phase ends as soon as everyone has joined, except during the initial delay.
+JoinPhaseCompletesWhenAllJoined == ~(state = Preparing /\ prevState # Empty /\ AllJoined(Cur))
+\* A settled group has completed at least one join phase: the first generation is 1.
+SettledGenerationPositive == state \in {Completing, Stable} => generation >= 1
+\* While the sync phase waits for someone, the sync timer is armed (KAFKA-12890).
+SyncTimerWhileAwaitingSync == state = Completing /\ pendingSync # {} => SyncKey \in DOMAIN timers
+\* Every held result waits for a write; an unloaded partition holds nothing.
+HeldOnlyBehindWrites == held # <<>> => writes # <<>>
+NothingLeftWhenDead == state = Dead => writes = <<>> /\ held = <<>> /\ DOMAIN timers = {}
+
+Invariants ==
+    /\ TypeOK /\ leader_is_member /\ empty_has_no_members /\ static_map_consistent
+    /\ pending_not_members /\ pending_sync_subset /\ settled_group_has_protocol
+    /\ parked_sync_only_completing /\ parked_join_state /\ new_member_only_preparing
+    /\ generation_non_negative /\ join_timer_when_preparing /\ sync_timer_generation
+    /\ JoinPhaseCompletesWhenAllJoined /\ SettledGenerationPositive
+    /\ SyncTimerWhileAwaitingSync /\ HeldOnlyBehindWrites /\ NothingLeftWhenDead
+
+-----------------------------------------------------------------------------
+(* Action properties: one step, with the commands it emitted (out'). *)
+
+Responds == {i \in 1..Len(out') : out'[i].c = "Respond"}
+Resp(i) == out'[i].r
+\* The answer to the request being handled, if sent in this step.
+Own == {Resp(i) : i \in {j \in Responds : out'[j].to = ReqTag}}
+\* The result of the request being handled: sent now or held behind writes.
+OwnResult == Own \cup (IF Len(held') > Len(held) THEN {held'[Len(held')].r} ELSE {})
+Ev == event'
+HeldNext == state' \notin {Absent, Dead}
+StaticNext(i) == IF \E m \in DOMAIN mem' : mem'[m].inst = i
+                 THEN CHOOSE m \in DOMAIN mem' : mem'[m].inst = i ELSE None
+Successors(s) == {t \in GroupStates : s \in LegalPrevious[t]}
+
+ViaPreparing(s) == IF s \in {Stable, Completing} THEN {Completing, Empty} ELSE {}
+LegalStep == state \in GroupStates /\ state' \in GroupStates /\ state' # state =>
+                 state' \in Successors(state) \cup ViaPreparing(state)
+legal_transition == [][LegalStep]_vars
+dead_is_absorbing == [][state = Dead => state' = Dead]_vars
+generation_monotonic == [][Held /\ HeldNext => generation' >= generation]_vars
+generation_step == [][Held /\ HeldNext => generation' \in {generation, generation + 1}]_vars
+generation_bump_iff_join_completed ==
+    [][Held /\ HeldNext =>
+         /\ generation' = generation + 1 => state' \in {Completing, Empty}
+         /\ state = Preparing /\ state' \in {Completing, Empty} => generation' = generation + 1
+         /\ state = Stable /\ state' = Stable => generation' = generation]_vars
+stable_only_on_write_completed ==
+    [][state # Stable /\ state' = Stable => Ev.type = "WriteCompleted"]_vars
+OnceTags == {ReqTag} \cup {<<k, m>> : k \in {"join", "sync"}, m \in Ids}
+answered_once_per_event ==
+    [][\A i, j \in Responds : i # j /\ out'[i].to = out'[j].to => out'[i].to \notin OnceTags]_vars
+join_ok_current_generation ==
+    [][\A i \in Responds : Resp(i).api = "JoinGroup" /\ Resp(i).code = NONE =>
+          HeldNext /\ state' \notin {Empty} /\ Resp(i).gen = generation'
+          /\ Resp(i).mid \in Range(members') /\ Resp(i).pname = protocolName']_vars
+join_ok_leader ==
+    [][\A i \in Responds : Resp(i).api = "JoinGroup" /\ Resp(i).code = NONE =>
+          /\ Ev.type = "WriteCompleted" \/ Resp(i).leader = leader'
+          /\ Resp(i).members # <<>> =>
+                Resp(i).mid = leader' /\ {Resp(i).members[k][1] : k \in 1..Len(Resp(i).members)}
+                                             = Range(members')]_vars
+SyncedMember(i) == IF out'[i].to = ReqTag THEN Ev.mid ELSE out'[i].to[2]
+sync_ok_current_assignment ==
+    [][\A i \in Responds : Resp(i).api = "SyncGroup" /\ Resp(i).code = NONE =>
+          state' = Stable /\ SyncedMember(i) \in Range(members')
+          /\ Resp(i).asg = mem'[SyncedMember(i)].asg /\ Resp(i).pname = protocolName']_vars
+GroupRecords == {k \in 1..Len(out') : out'[k].c = "Write"}
+assignment_write_from_leader ==
+    [][Ev.type = "SyncGroup" /\ GroupRecords # {} =>
+          state = Completing /\ Ev.mid = leader /\ Ev.gen = generation]_vars
+member_id_required_is_pending ==
+    [][\A r \in Own : r.api = "JoinGroup" /\ r.code = "MEMBER_ID_REQUIRED" => r.mid \in pending']_vars
+join_requires_known_member ==
+    [][Ev.type = "JoinGroup" /\ Ev.mid # "" =>
+          \A r \in Own : r.code \in {NONE, "MEMBER_ID_REQUIRED"} =>
+              Held /\ (Ev.mid \in pending \/ Valid(Ev.mid, Ev.inst))]_vars
+heartbeat_requires_valid_member ==
+    [][Ev.type = "Heartbeat" =>
+          \A r \in OwnResult : r.code \in {NONE, "REBALANCE_IN_PROGRESS"} =>
+              /\ Valid(Ev.mid, Ev.inst) /\ Ev.gen = generation
+              /\ state \in (IF r.code = NONE THEN {Completing, Stable} ELSE {Preparing})]_vars
+sync_requires_valid_member ==
+    [][Ev.type = "SyncGroup" =>
+          \A r \in Own : r.code = NONE =>
+              Valid(Ev.mid, Ev.inst) /\ Ev.gen = generation /\ state \in {Completing, Stable}]_vars
+leave_requires_known_member ==
+    [][Ev.type = "LeaveGroup" =>
+          \A r \in OwnResult : \A k \in 1..Len(r.members) :
+              LET x == r.members[k] IN
+              x.code = NONE =>
+                  Held /\ \/ x.mid = "" /\ x.inst # None /\ StaticOf(Cur, x.inst) # None
+                          \/ x.mid \in pending
+                          \/ x.mid # "" /\ Valid(x.mid, x.inst)]_vars
+
+(* Spec-only action properties *)
+\* A static member joining with an unknown member id always gets the fresh id (KAFKA-8500).
+StaticJoinGetsFreshId ==
+    [][Ev.type = "JoinGroup" /\ Ev.mid = "" /\ Ev.inst # None /\ Held
+       /\ ~(\E r \in Own : r.code # NONE) => StaticNext(Ev.inst) = Ev.uuid]_vars
+\* An assignment is stored only when the write carrying it succeeds.
+AssignmentOnlyOnWrite ==
+    [][\A m \in Ms \cap DOMAIN mem' : mem'[m].asg # "" /\ mem'[m].asg # mem[m].asg =>
+          Ev.type = "WriteCompleted"]_vars
+\* A static replacement in Stable answers its join only once its write succeeded (KAFKA-10284).
+ReplacementAnsweredAfterWrite ==
+    [][Ev.type = "JoinGroup" /\ Ev.mid = "" /\ Ev.inst # None /\ state = Stable
+       /\ StaticOf(Cur, Ev.inst) # None /\ state' = Stable => Own = {}]_vars
+
+ActionProperties ==
+    /\ legal_transition /\ dead_is_absorbing /\ generation_monotonic /\ generation_step
+    /\ generation_bump_iff_join_completed /\ stable_only_on_write_completed
+    /\ answered_once_per_event /\ join_ok_current_generation /\ join_ok_leader
+    /\ sync_ok_current_assignment /\ assignment_write_from_leader /\ member_id_required_is_pending
+    /\ join_requires_known_member /\ heartbeat_requires_valid_member /\ sync_requires_valid_member
+    /\ leave_requires_known_member /\ StaticJoinGetsFreshId /\ AssignmentOnlyOnWrite
+    /\ ReplacementAnsweredAfterWrite
+
+-----------------------------------------------------------------------------
+(* Liveness, under LiveSpec (fair timers and writes) *)
+
+PreparingIsLeft == state = Preparing ~> state # Preparing
+CompletingSettles == state = Completing ~> state \in {Stable, Preparing, Empty, Dead}
+
+=============================================================================

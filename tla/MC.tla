@@ -1,0 +1,62 @@
+-------------------------------- MODULE MC --------------------------------
+(***************************************************************************)
+(* Model values and bounds for TLC. Each MC*.cfg picks its constants from  *)
+(* here; `groupcoord tla check` runs them all (tla/README.md).             *)
+(***************************************************************************)
+EXTENDS CoordinatorProps
+CONSTANTS m1, m2, m3, m4, m5, i1, i2
+
+PA == << <<"range", "a">> >>     \* a member's protocol list ...
+PB == << <<"range", "b">> >>     \* ... and the same protocol with other metadata (a change)
+NoGroup == {None}
+MinusOne == -1
+Stored(id, inst) == [id |-> id, inst |-> inst, protos |-> PA, rto |-> 6000, asg |-> "A"]
+
+\* What the projection ignores: the previous state except "was Empty" (the only thing that
+\* decides anything), and the responses that held results and writes will send.
+View == <<state, prevState = Empty, generation, protocolType, protocolName, leader, members, mem,
+          pending, pendingSync, newMemberAdded, timers,
+          [i \in 1..Len(writes) |-> writes[i].cbs], [i \in 1..Len(held) |-> held[i].wait], budget>>
+
+\* Symmetry: member ids and instance ids are interchangeable among themselves.
+SymmOf(I, J) == {[x \in I \cup J |-> IF x \in I THEN p[x] ELSE q[x]] : p \in Permutations(I), q \in Permutations(J)}
+
+\* For liveness: out and event decide nothing, so states that differ only in them are one.
+LiveView == <<groupVars, timers, writes, held, budget>>
+
+--------------------------------------------------------------------------
+(* MC3: three members, static and dynamic, from an empty partition. No symmetry. *)
+MC3Ids == {m1, m2, m3}
+MC3Instances == {i1}
+MC3Protocols == {PA}
+MC3Bounds == generation <= 1 /\ Len(members) <= 3 /\ Len(writes) <= 1 /\ Len(held) <= 1
+
+--------------------------------------------------------------------------
+(* MC4: a stable group of four (one static) loaded from storage, three client requests, with
+   symmetry: every expiry, rebalance and write outcome that follows. *)
+MC4Ids == {m1, m2, m3, m4, m5}
+MC4Instances == {i1}
+MC4Protocols == {PA}
+MC4Init == {[gen |-> 1, ptype |-> "consumer", pname |-> "range", leader |-> m1,
+             members |-> <<Stored(m1, None), Stored(m2, i1), Stored(m3, None), Stored(m4, None)>>]}
+MC4Bounds == generation <= 3 /\ Len(writes) <= 1 /\ Len(held) <= 1
+MC4Symmetry == SymmOf(MC4Ids, MC4Instances)
+
+--------------------------------------------------------------------------
+(* MCLive: liveness under fair timers and writes; clients send a bounded number of requests. *)
+MCLiveIds == {m1, m2, m3}
+MCLiveInstances == {i1}
+MCLiveProtocols == {PA}
+
+--------------------------------------------------------------------------
+(* MCGraph: the small configuration whose whole state graph is dumped and replayed against
+   the core (every id and every choice, no VIEW, no symmetry). *)
+MCGraphIds == {m1, m2, m3}
+MCGraphInstances == {i1}
+MCGraphProtocols == {PA, PB}
+MCGraphInit == {None,
+                [gen |-> 2, ptype |-> "consumer", pname |-> None, leader |-> None, members |-> <<>>],
+                [gen |-> 1, ptype |-> "consumer", pname |-> "range", leader |-> m1,
+                 members |-> <<Stored(m1, None), Stored(m2, i1)>>]}
+
+===========================================================================
