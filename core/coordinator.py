@@ -70,7 +70,9 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     raw = group_id.encode("utf-16-be")
     for i in range(0, len(raw), 2):
         h = (31 * h + (raw[i] << 8 | raw[i + 1])) & 0xFFFFFFFF
-    return (h & 0x7FFFFFFF) % num_partitions
+    if h >= 0x80000000:  # negative as a Java int: Utils.abs is Math.abs, and 0 for MIN_VALUE
+        h = 0 if h == 0x80000000 else 0x100000000 - h
+    return h % num_partitions
 
 
 @attrs.frozen
@@ -292,14 +294,19 @@ class Coordinator(Membership):
             self._static_replace_written(callback, error)
         elif kind == "new_group":
             if error is not None:
-                self._rollback_new_group(callback[1], callback[2], error)
+                self._rollback_new_group(callback[1], callback[2], error, *callback[3:])
         elif kind == "offsets":
             self._offsets_written(callback[1], error)
         elif kind == "restore_group":
             # A failed tombstone brings the group back (its offsets come back through the
-            # "offsets" undo), unless a new group took the id meanwhile.
-            if error is not None and callback[1] not in self._groups:
-                self._groups[callback[1]] = callback[2]
+            # "offsets" undo). If a new group took the id meanwhile and its creation is still
+            # in flight, the old group comes back should that creation fail too (Kafka reverts
+            # both operations).
+            if error is not None:
+                if callback[1] not in self._groups:
+                    self._groups[callback[1]] = callback[2]
+                else:
+                    self._displace_on_rollback(callback[1], callback[2])
         elif kind == "drop_simple_group":
             group = self._groups.get(callback[1])
             if error is not None and group is not None and group.state is EMPTY and group.protocol_type is None \
@@ -307,9 +314,11 @@ class Coordinator(Membership):
                 self._remove_group(callback[1])
         # "empty_group": Kafka only logs a failure of that record.
 
-    def _rollback_new_group(self, group_id: str, request_id, error: Error) -> None:
+    def _rollback_new_group(self, group_id: str, request_id, error: Error, displaced=None) -> None:
         """The record committing a new group failed: the group never existed (Kafka reverts
-        its in-memory state). Its parked requests are answered with the translated error."""
+        its in-memory state), and a group whose deletion failed meanwhile is back. Its parked
+        requests are answered with the translated error. Offsets are left to their own
+        writes' undo: they may be the deleted group's, restored."""
         from .errors import translate_append_error
 
         group = self._groups.get(group_id)
@@ -321,7 +330,19 @@ class Coordinator(Membership):
                 self._respond(member.awaiting_join.request_id, JoinGroupResponse(error_code=translated))
             if member.awaiting_sync is not None:
                 self._respond(member.awaiting_sync.request_id, SyncGroupResponse(error_code=translated))
-        self._remove_group(group_id)
+        if displaced is None:
+            del self._groups[group_id]
+        else:
+            self._groups[group_id] = displaced
+
+    def _displace_on_rollback(self, group_id: str, group) -> None:
+        """Attach ``group`` to the in-flight creation write of the group now holding its id."""
+        for write_id, write in self._writes.items():
+            callbacks = tuple(c + (group,) if c[0] == "new_group" and c[1] == group_id and len(c) == 3 else c
+                              for c in write.callbacks)
+            if callbacks != write.callbacks:
+                self._writes[write_id] = attrs.evolve(write, callbacks=callbacks)
+                return
 
     def _set_offsets(self, partition: int, changes) -> None:
         """Apply (group, key, entry-or-None) changes now and register their undo with the

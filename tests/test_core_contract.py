@@ -112,13 +112,31 @@ def test_invalid_config_is_refused_naming_the_setting(settings, named):
 
 
 def test_partition_for_matches_java_string_hashcode():
-    # Java: "group".hashCode() == 98629247; "" -> 0; a string whose hash is negative.
+    # Java: "group".hashCode() == 98629247; "" -> 0; "my-group".hashCode() == -1906497762, and
+    # Kafka 4's Utils.abs is Math.abs (not n & 0x7fffffff, as in old Kafka); Integer.MIN_VALUE
+    # ("polygenelubricants".hashCode()) maps to 0.
     assert partition_for("group", 2**31 - 1) == 98629247 % (2**31 - 1)
     assert partition_for("", 50) == 0
+    assert partition_for("my-group", 50) == 1906497762 % 50 == 12
+    assert partition_for("polygenelubricants", 7) == 0
+    assert partition_for("\u00e9t\u00e9-\U0001f600", 1 << 30) == _java_abs_hash("\u00e9t\u00e9-\U0001f600") % (1 << 30)
+
+
+def _java_abs_hash(text: str) -> int:
+    """String.hashCode over UTF-16 code units, then Kafka's Utils.abs, computed independently."""
+    units = []
+    for ch in text:
+        cp = ord(ch)
+        if cp > 0xFFFF:
+            cp -= 0x10000
+            units += [0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF)]
+        else:
+            units.append(cp)
     h = 0
-    for ch in "a-much-longer-consumer-group-name":
-        h = (31 * h + ord(ch)) & 0xFFFFFFFF
-    assert partition_for("a-much-longer-consumer-group-name", 50) == (h & 0x7FFFFFFF) % 50
+    for u in units:
+        h = (31 * h + u) % (1 << 32)
+    signed = h - (1 << 32) if h >= 1 << 31 else h
+    return 0 if signed == -(1 << 31) else abs(signed)
 
 
 def test_every_request_kind_has_an_event_and_every_event_is_handled():

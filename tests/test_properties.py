@@ -13,8 +13,7 @@ memory must be what a new coordinator rebuilds from storage (``memory_vs_log``).
 ``TotalityMachine`` adds malformed-but-schema-valid inputs (weird values, unknown ids, stray
 timer firings and write outcomes): the coordinator must never raise.
 
-Core bugs found by these tests have regression tests at the end (strict xfail while open; the
-harness then exempts only what it names, see ``recreated_during_delete``).
+Core bugs found by these tests have regression tests at the end.
 
 Profiles (tests/conftest.py): ``ci`` by default, ``HYPOTHESIS_PROFILE=deep`` for long runs.
 """
@@ -36,7 +35,6 @@ from groupcoord.core import invariants as inv
 from groupcoord.core.commands import (
     DescribeGroupsResponse,
     GroupMetadataRecord,
-    GroupTombstone,
     JoinGroupResponse,
     LeaveGroupResponse,
     Respond,
@@ -132,11 +130,6 @@ class InvariantObserver:
         self.base_generation: dict[str, int] = {}
         self.completions: Counter = Counter()
         self.events = 0
-        # Group tombstones in flight (write id -> group ids), and the groups re-created while one
-        # of theirs was: if both writes fail, the old group is lost in memory though the log keeps
-        # it (open core bug: test_failed_delete_and_recreate_restores_group); not compared.
-        self.tombstones_in_flight: dict[int, set[str]] = {}
-        self.recreated_during_delete: set[str] = set()
         # Whether a write failed in this instance: Kafka does not undo a classic group's state
         # when its record fails to be written, so from then on groups may be ahead of the log.
         self.write_failed = False
@@ -149,7 +142,6 @@ class InvariantObserver:
             self.base_generation.clear()
             self.completions.clear()
             self.write_failed = False
-            self.tombstones_in_flight.clear()
         else:
             before = self.groups
         after = self.groups = coordinator.groups()
@@ -184,22 +176,8 @@ class InvariantObserver:
                     self.dropped[rid] = f"replaced or left, on {type(event).__name__}"
                     self.outstanding.discard(rid)
         found += self._count_completions(before, after, commands)
-        self._track_tombstones(event, commands, before, after)
         if found:
             self.violations += [f"after {type(event).__name__} (event #{self.events}): {v}" for v in found]
-
-    def _track_tombstones(self, event, commands, before, after) -> None:
-        if isinstance(event, (ev.WriteCompleted, ev.WriteFailed)):
-            self.tombstones_in_flight.pop(event.write_id, None)
-        elif isinstance(event, ev.UnloadPartition):
-            self.tombstones_in_flight.clear()
-        for c in commands:
-            if isinstance(c, Write):
-                gids = {r.group_id for r in c.records if isinstance(r, GroupTombstone)}
-                if gids:
-                    self.tombstones_in_flight[c.write_id] = gids
-        deleting = set().union(*self.tombstones_in_flight.values()) if self.tombstones_in_flight else set()
-        self.recreated_during_delete |= (after.keys() - before.keys()) & deleting
 
     def _count_completions(self, before, after, commands) -> list[str]:
         """Generation = generation when the group appeared + join phases completed since, where a
@@ -623,8 +601,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         answered = set(self.driver.answer_counts)
         assert set(self.obs.requests) == answered | set(self.obs.dropped)
         assert all(n == 1 for n in self.driver.answer_counts.values())
-        mismatch = memory_vs_log(self.driver, skip=self.obs.recreated_during_delete,
-                                 groups=not self.obs.write_failed)
+        mismatch = memory_vs_log(self.driver, groups=not self.obs.write_failed)
         assert not mismatch, "\n".join(mismatch)
 
 
@@ -974,8 +951,6 @@ def test_failed_expiry_write_restores_offsets():
     assert driver.coordinator.offsets("g") != {}, memory_vs_log(driver)
 
 
-@pytest.mark.xfail(strict=True, reason="core bug: a failed DeleteGroups loses the group (and its offsets) "
-                                       "when a join re-created the id and that creation failed too")
 def test_failed_delete_and_recreate_restores_group():
     """Found by CoordinatorMachine's memory_matches_log check. With writes in flight, DeleteGroups
     removes g (tombstone in flight) and a JoinGroup re-creates g (its creation record in flight);
@@ -991,7 +966,9 @@ def test_failed_delete_and_recreate_restores_group():
     _send(driver, "r4", "JoinGroup", 4, JOIN)  # creates a new g
     driver.release_writes(Error.NOT_LEADER_OR_FOLLOWER)
     assert driver.responses["r3"].results[0].error_code is Error.NOT_COORDINATOR  # the delete failed
+    assert driver.coordinator.groups()["g"].state.value == "Empty"
     assert memory_vs_log(driver, groups=False) == []
+    assert not obs.violations, obs.violations
 
 
 def test_duplicate_protocol_names_count_once():
