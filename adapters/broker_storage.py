@@ -37,6 +37,7 @@ import time
 from collections import deque
 from typing import Any, Callable
 
+from groupcoord.core.commands import GroupTombstone
 from groupcoord.core.errors import Error
 
 from . import offsets_format as fmt
@@ -170,7 +171,9 @@ class BrokerStorage:
         offset = 0
         max_bytes = _FETCH_PARTITION_MAX_BYTES
         empty_answers = 0
-        wait_ms = 1  # an empty partition is answered at once; more when records take time to read
+        # 1 ms: an empty partition is answered at once, with its high watermark. Below the high
+        # watermark a long wait costs nothing (the broker answers as soon as it has records).
+        wait_ms = 1
         while True:
             client = await self._reader(partition)
             try:
@@ -234,10 +237,12 @@ class BrokerStorage:
                 empty_answers += 1
                 if empty_answers > 20:
                     raise StorageError(Error.REQUEST_TIMED_OUT)
-                wait_ms = min(wait_ms * 10, _FETCH_WAIT_MAX_MS)
+                wait_ms = _FETCH_WAIT_MAX_MS
                 continue
         self.stats["records_loaded"] += len(records)
-        return tuple(compact(records))
+        # Compacted as the SQLite storage keeps them: the newest record per key, a tombstone
+        # deleting its key (a group tombstone only the group's own record).
+        return tuple(r for r in compact(records) if type(r) is not GroupTombstone)
 
     def append(self, partition: int, records: tuple) -> asyncio.Future:
         loop = asyncio.get_running_loop()

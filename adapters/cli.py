@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partitions", type=int, default=6)
 
     p = sub.add_parser("bench", help="benchmarks; JSON lines last")
-    p.add_argument("target", choices=["core", "server", "replay"])
+    p.add_argument("target", choices=["core", "server", "storage", "replay"])
     p.add_argument("--quick", action="store_true", help="smaller runs (for smoke tests)")
     from .replay_cli import add_bench_replay_arguments, add_replay_commands
 
@@ -63,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
         from .server_bench import run_server_bench
 
         return run_server_bench(quick=args.quick)
+    if args.command == "bench" and args.target == "storage":
+        from .storage_bench import run_storage_bench
+
+        return run_storage_bench(quick=args.quick)
     if args.command == "bench":
         from .bench import run_core_bench
 

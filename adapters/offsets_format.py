@@ -179,11 +179,18 @@ def encode_value(record) -> bytes | None:
     raise TypeError(f"not a coordinator record: {record!r}")
 
 
+_H = _I16.unpack_from
+_V3_HEAD = struct.Struct(">qih")  # offset, leader epoch, metadata length
+
+
 def decode(key: bytes | None, value: bytes | None):
     """One record of the topic as the core's record value."""
     if key is None:
         raise FormatError("a record without a key")
     try:
+        fast = _decode_offset_v3(key, value)
+        if fast is not None:
+            return fast
         r = _Reader(key)
         version = r.i16()
         if version in (0, 1):
@@ -198,6 +205,24 @@ def decode(key: bytes | None, value: bytes | None):
     except (struct.error, UnicodeDecodeError) as e:
         raise FormatError(f"bad record: {e}") from None
     raise FormatError(f"unknown record key version {version}")
+
+
+def _decode_offset_v3(key: bytes, value: bytes | None) -> OffsetCommitRecord | None:
+    """The common case, unpacked directly: an offset key and a version 3 value (None: other)."""
+    if len(key) < 10 or key[0] != 0 or key[1] not in (0, 1) or value is None or value[:2] != b"\x00\x03":
+        return None
+    glen = _H(key, 2)[0]
+    t = 4 + glen
+    tlen = _H(key, t)[0]
+    p = t + 2 + tlen
+    if glen < 0 or tlen < 0 or p + 4 != len(key):
+        return None
+    offset, epoch, mlen = _V3_HEAD.unpack_from(value, 2)
+    m = 16 + mlen
+    if mlen < 0 or m + 8 != len(value):
+        return None
+    return OffsetCommitRecord(key[4:t].decode("utf-8"), key[t + 2:p].decode("utf-8"), _I32.unpack_from(key, p)[0],
+                              offset, epoch, value[16:m].decode("utf-8"), _I64.unpack_from(value, m)[0], None)
 
 
 def _offset_value(group: str, topic: str, partition: int, value: bytes) -> OffsetCommitRecord:

@@ -118,15 +118,19 @@ class Ownership:
         if self.held:
             held, self.held = set(self.held), set()
             await self.server.revoke_partitions(held)
-        if self.member_id and self._client is not None:
+        await self._disconnect()  # (it may hold a JoinGroup the broker parked)
+        if self.member_id:  # leave at once, so that the others take the partitions over now
+            client = None
             try:
-                await self._client.request(13, {"group_id": self.group, "member_id": self.member_id,
-                                                "members": [{"member_id": self.member_id,
-                                                             "group_instance_id": None, "reason": "shutdown"}]},
-                                           self._client.version(13), timeout=2)
+                client = await asyncio.wait_for(self._connect_coordinator(), 3)
+                await client.request(13, {"group_id": self.group, "member_id": self.member_id,
+                                          "members": [{"member_id": self.member_id, "group_instance_id": None,
+                                                       "reason": "shutdown"}]}, client.version(13), timeout=3)
             except (OSError, asyncio.TimeoutError, KafkaError, ConnectionError):
                 pass
-        await self._disconnect()
+            finally:
+                if client is not None:
+                    await client.close()
 
     # --- the member loop -------------------------------------------------------------------------
 
@@ -311,6 +315,7 @@ class Ownership:
                             "timeout; unloading every partition")
             self.held = set()
             self.server.fence("lease expired")
+            self._rejoin.set()  # the partitions must be given out again (to this member or another)
 
     def _lost(self, reason: str) -> None:
         self.log("warning", "ownership_lost", reason=reason, held=sorted(self.held))

@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 import sys
 import time
@@ -39,7 +40,8 @@ import attrs
 
 from groupcoord.core import events as ev
 from groupcoord.core import trace as trace_format
-from groupcoord.core.commands import (GroupMetadataRecord, GroupTombstone, HeartbeatResponse,
+from groupcoord.core.commands import Coordinator as CoordinatorEndpoint
+from groupcoord.core.commands import (FindCoordinatorResponse, GroupMetadataRecord, GroupTombstone, HeartbeatResponse,
                                       OffsetCommitResponse, Respond, Write)
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator
@@ -50,6 +52,7 @@ from groupcoord.core.wire import request_event, response_fields
 
 from . import broker_apis as apis
 from . import kafka_codec as kc
+from .sqlite_storage import StorageOpenError
 from .storage import MemoryStorage, Storage, StorageError
 
 # Kafka's socket.request.max.bytes default.
@@ -209,6 +212,15 @@ class _Pending:
     extra: Any = None
 
 
+async def _someone_listens(host: str, port: int) -> bool:
+    try:
+        _reader, writer = await asyncio.wait_for(asyncio.open_connection(host or "127.0.0.1", port), 1)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    return True
+
+
 class CoreFailure(Exception):
     """The core raised while handling an event (a bug in the core; logged with its event)."""
 
@@ -223,7 +235,8 @@ class GroupServer:
                  log: Log | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
                  advertise_bound_port: bool = True, fetch_wait_cap_ms: int = FETCH_WAIT_CAP_MS,
                  new_uuid: Callable[[], str] = lambda: str(uuid.uuid4()),
-                 track_requests: bool = False) -> None:
+                 track_requests: bool = False, ownership: Any = None, node_id_from_port: bool = False,
+                 bind_retry_s: float = 30.0) -> None:
         self.config = config or CoordinatorConfig()
         self.catalog = catalog or apis.TopicCatalog()
         self.host = host
@@ -236,6 +249,12 @@ class GroupServer:
         self.advertise_bound_port = advertise_bound_port
         self.fetch_wait_cap_ms = fetch_wait_cap_ms
         self.track_requests = track_requests
+        # Several servers sharing a broker-backed storage: which partitions this one owns is
+        # agreed by ``ownership`` (adapters/ownership.py); None = this server owns them all.
+        self.ownership = ownership
+        self.node_id_from_port = node_id_from_port
+        self.bind_retry_s = bind_retry_s
+        self._loads: dict[int, asyncio.Task] = {}
         self._new_uuid = new_uuid
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self.served = apis.served_versions()
@@ -273,15 +292,28 @@ class GroupServer:
         self._stopped = asyncio.Event()
         if self.clock is None:
             self.clock = RealClock(loop)
-        self._tcp = await loop.create_server(lambda: _Connection(self), self.host, self.port,
-                                             reuse_address=True, backlog=1024, start_serving=False)
+        self._tcp = await self._bind(loop)
         self.port = self._tcp.sockets[0].getsockname()[1]
         if self.advertise_bound_port and self.config.advertised_port != self.port:
             self.config = attrs.evolve(self.config, advertised_port=self.port)
+        if self.node_id_from_port:
+            self.config = attrs.evolve(self.config, node_id=self.config.advertised_port)
+        opener = getattr(self.storage, "open", None)
+        if opener is not None:  # a storage that connects somewhere (the broker-backed one)
+            try:
+                await opener()
+            except BaseException:
+                self._tcp.close()
+                raise
         if self.trace_path:
             self._trace = TraceWriter(self.trace_path, self.config, self.clock.now_ms())
             self._schedule_trace_flush()
-        await self._load_all()
+        if self.ownership is None:
+            await self._load_all()
+        else:  # partitions are loaded as the ownership protocol assigns them
+            self.coordinator = Coordinator(self.config)
+            self.timers = TimerTable()
+            self._group_view = {}
         await self._tcp.start_serving()
         self.log("info", "listening", host=self.host, port=self.port, node_id=self.config.node_id,
                  advertised=f"{self.config.advertised_host}:{self.config.advertised_port}",
@@ -290,9 +322,32 @@ class GroupServer:
                  offsets_partitions=self.config.offsets_topic_num_partitions,
                  topics=("*" if self.catalog.open else dict(self.catalog.topics)),
                  trace=self._trace and str(self._trace.path))
+        if self.ownership is not None:
+            await self.ownership.start(self, self._node())
         if not self.storage.durable:
             self.log("warning", "storage_not_durable", storage=self.storage.name,
                      detail="groups and committed offsets are kept in memory only and are lost when the server stops")
+
+    async def _bind(self, loop: asyncio.AbstractEventLoop) -> asyncio.base_events.Server:
+        """Bind the listener. After a crash, connections of the previous process can linger on
+        the port (orphaned sockets in FIN-WAIT, which SO_REUSEADDR does not cover) and refuse
+        the bind for a while: when nothing listens on the port, keep trying for up to
+        ``bind_retry_s``. A port another server listens on fails at once."""
+        deadline = loop.time() + self.bind_retry_s
+        warned = False
+        while True:
+            try:
+                return await loop.create_server(lambda: _Connection(self), self.host, self.port,
+                                                reuse_address=True, backlog=1024, start_serving=False)
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE or not self.port or loop.time() > deadline \
+                        or await _someone_listens(self.host, self.port):
+                    raise
+                if not warned:
+                    warned = True
+                    self.log("warning", "port_busy_retrying", host=self.host, port=self.port,
+                             detail="connections of a previous process still hold the port; nothing listens on it")
+                await asyncio.sleep(0.1)  # retry interval
 
     async def _load_all(self) -> None:
         self.coordinator = Coordinator(self.config)
@@ -314,6 +369,14 @@ class GroupServer:
         self.log("info", "shutting_down", reason=reason, connections=len(self.connections))
         if self._tcp is not None:
             self._tcp.close()
+        if self.ownership is not None:
+            try:  # hand the partitions over: unload them, wait for their writes, leave the group
+                await self.ownership.stop()
+            except Exception as e:
+                self.log("error", "ownership_stop_failed", error=f"{type(e).__name__}: {e}")
+        for task in self._loads.values():
+            task.cancel()
+        self._loads.clear()
         if self.coordinator is not None:
             for partition in sorted(self.coordinator.owned_partitions()):
                 self._dispatch(ev.UnloadPartition(now_ms=self.clock.now_ms(), partition=partition))
@@ -396,6 +459,69 @@ class GroupServer:
             self._alarm.cancel()
             self._alarm = self._alarm_at = None
         await self._load_all()
+
+    # --- partitions assigned by the ownership protocol ----------------------------------------
+
+    def assign_partitions(self, partitions: set[int]) -> None:
+        """Start serving ``partitions``: each is marked loading at once (requests get
+        COORDINATOR_LOAD_IN_PROGRESS), read from storage in the background, then activated."""
+        for partition in sorted(partitions):
+            if partition in self._loads or self._closing:
+                continue
+            self._dispatch(ev.LoadPartition(now_ms=self.clock.now_ms(), partition=partition, loading=True))
+            self._loads[partition] = self._loop.create_task(self._load_partition(partition))
+
+    async def _load_partition(self, partition: int) -> None:
+        backoff = 0.05
+        started = self._loop.time()
+        self.log("info", "partition_loading", partition=partition)
+        try:
+            while True:
+                try:
+                    records = await self.storage.load(partition)
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # the broker is away: keep trying while the partition is ours
+                    # (unreadable records: an error, and the partition stays loading; nothing is dropped)
+                    self.log("error" if isinstance(e, StorageOpenError) else "warning", "partition_load_retry",
+                             partition=partition, error=f"{type(e).__name__}: {e}", backoff_s=backoff)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 1.0)
+            if self._loads.get(partition) is not asyncio.current_task() or self._closing:
+                return
+            self._dispatch(ev.LoadPartition(now_ms=self.clock.now_ms(), partition=partition, records=tuple(records)))
+            self.log("info", "partition_loaded", partition=partition, records=len(records),
+                     groups=sum(1 for g in self.coordinator.groups().values() if g.partition == partition),
+                     ms=round((self._loop.time() - started) * 1000))
+        finally:
+            if self._loads.get(partition) is asyncio.current_task():
+                del self._loads[partition]
+
+    async def revoke_partitions(self, partitions: set[int]) -> None:
+        """Stop serving ``partitions`` (parked requests are answered NOT_COORDINATOR) and wait
+        until every write already sent for them has its answer, so that the next owner's
+        load sees them."""
+        self.unload_partitions(partitions)
+        flush = getattr(self.storage, "flush", None)
+        if flush is not None:
+            if not await flush(set(partitions)):
+                self.log("warning", "revoke_flush_timeout", partitions=sorted(partitions))
+        self.log("info", "partitions_revoked", partitions=sorted(partitions))
+
+    def unload_partitions(self, partitions: set[int]) -> None:
+        for partition in sorted(partitions):
+            task = self._loads.pop(partition, None)
+            if task is not None:
+                task.cancel()
+            if self.coordinator is not None and partition in self.coordinator.owned_partitions():
+                self._dispatch(ev.UnloadPartition(now_ms=self.clock.now_ms(), partition=partition))
+
+    def fence(self, reason: str) -> None:
+        """Ownership is lost (the lease ran out, the broker forgot this member): unload everything now."""
+        owned = set(self.coordinator.owned_partitions()) | set(self._loads) if self.coordinator else set(self._loads)
+        self.log("warning", "fenced", reason=reason, partitions=sorted(owned))
+        self.unload_partitions(owned)
 
     # --- carrying out the core's commands ------------------------------------------------------
 
@@ -525,6 +651,8 @@ class GroupServer:
                 if error is None:
                     outcome: Any = ev.WriteCompleted(now_ms=now, write_id=write.write_id)
                 elif isinstance(error, StorageError):
+                    self.log(error.level, "write_failed", partition=write.partition, error=error.error.name,
+                             detail=error.detail, storage=self.storage.name)
                     outcome = ev.WriteFailed(now_ms=now, write_id=write.write_id, error=error.error)
                 else:
                     self.log("error", "storage_error", partition=write.partition, error=f"{type(error).__name__}: {error}")
@@ -643,8 +771,12 @@ class GroupServer:
         return apis.Node(self.config.node_id, self.config.advertised_host, self.config.advertised_port)
 
     def _metadata(self, conn: "_Connection", request: kc.DecodedRequest) -> None:
-        self._send_fields(conn, request, apis.metadata(request.version, kc.to_fields(request.body), self.catalog,
-                                                       self._node()))
+        fields = apis.metadata(request.version, kc.to_fields(request.body), self.catalog, self._node())
+        if self.ownership is not None and fields.get("brokers"):
+            # every coordinator sharing the storage is a broker of this cluster (ListGroups asks them all)
+            fields["brokers"] = [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None}
+                                 for n in self.ownership.peers()]
+        self._send_fields(conn, request, fields)
 
     def _list_offsets(self, conn: "_Connection", request: kc.DecodedRequest) -> None:
         self._send_fields(conn, request, apis.list_offsets(request.version, kc.to_fields(request.body), self.catalog))
@@ -697,7 +829,26 @@ class GroupServer:
             return
         self._pending[rid] = _Pending(conn, request.api_key, api, request.version, request.correlation_id, extra)
         conn.pending_rid = rid
+        if api == "FindCoordinator" and self.ownership is not None:
+            self._respond(Respond(rid, self._find_coordinator(event)))
+            return
         self._dispatch(event)
+
+    def _find_coordinator(self, event: ev.FindCoordinator) -> FindCoordinatorResponse:
+        """Several coordinators: the owner of the group's partition, wherever it is (Kafka's
+        KafkaApis answers from the partition leaders; the core knows only itself, D7)."""
+        out = []
+        for key in event.coordinator_keys:
+            node = None
+            error = Error.INVALID_REQUEST
+            if event.key_type == 0:
+                node = self.ownership.owner_of(self.coordinator.partition_of(key))
+                error = Error.NONE if node is not None else Error.COORDINATOR_NOT_AVAILABLE
+            if node is None:
+                out.append(CoordinatorEndpoint(key, -1, "", -1, error))
+            else:
+                out.append(CoordinatorEndpoint(key, node.node_id, node.host, node.port, Error.NONE))
+        return FindCoordinatorResponse(tuple(out))
 
 
 def heartbeat_event(fields: dict, version: int, request_id: Any, now_ms: int, client_id: str,

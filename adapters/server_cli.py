@@ -41,11 +41,28 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", metavar="FILE",
                    help="a properties file: Kafka setting names (group.initial.rebalance.delay.ms=0, ...), "
                         "listeners=PLAINTEXT://HOST:PORT, topic.NAME=PARTITIONS")
-    p.add_argument("--storage", choices=["sqlite", "memory"], default="sqlite",
-                   help="where groups and offsets are kept: sqlite (durable, in --data-dir; the default) "
-                        "or memory (lost at exit)")
+    p.add_argument("--storage", choices=["sqlite", "memory", "broker"], default="sqlite",
+                   help="where groups and offsets are kept: sqlite (durable, in --data-dir; the default), "
+                        "memory (lost at exit) or broker (a topic on a Kafka-compatible broker, shared by "
+                        "several groupcoord serve processes that divide the partitions among themselves)")
     p.add_argument("--data-dir", metavar="DIR", default="groupcoord-data",
                    help="folder of the SQLite store (default ./groupcoord-data)")
+    p.add_argument("--sqlite-max-bytes", metavar="BYTES", type=int, default=None,
+                   help="largest size of the SQLite store; writes beyond it fail as on a full disk "
+                        "(KAFKA_STORAGE_ERROR, clients see NOT_COORDINATOR)")
+    b = p.add_argument_group("broker storage (--storage broker)")
+    b.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]", default=None,
+                   help="the Kafka-compatible broker holding the records topic")
+    b.add_argument("--records-topic", metavar="NAME", default="groupcoord-offsets",
+                   help="the compacted topic of groups and offsets, created with offsets.topic.num.partitions "
+                        "partitions if missing (default groupcoord-offsets)")
+    b.add_argument("--coordinator-group", metavar="NAME", default="groupcoord-coordinators",
+                   help="the group on the broker through which the coordinators share the partitions "
+                        "(default groupcoord-coordinators)")
+    b.add_argument("--coordinator-session-ms", metavar="MS", type=int, default=10_000,
+                   help="session timeout in that group: how long until a dead coordinator's partitions "
+                        "move to a survivor, and the lease after which a cut-off one stops serving "
+                        "(default 10000)")
     p.add_argument("--trace", metavar="PATH", help="record every event and command (trace format v1, JSON lines)")
     p.add_argument("--log-format", choices=["text", "json"], default="text", help="log lines on stderr")
     p.add_argument("--event-loop", choices=["auto", "asyncio", "uvloop"], default="auto",
@@ -96,7 +113,8 @@ _DOCUMENTED = {
     "group.min.session.timeout.ms": "smallest session timeout a member may ask for (default 6000)",
     "group.max.session.timeout.ms": "largest session timeout (default 1800000)",
     "offsets.topic.num.partitions": "partitions of __consumer_offsets, all served here (default 50)",
-    "node.id": "this broker's node id (default 0)",
+    "node.id": "this broker's node id (default 0; with --storage broker: the bound port, so that every "
+               "process on a host has its own)",
     "advertised.host": "host given to clients in Metadata/FindCoordinator (default: the bound host)",
     "advertised.port": "port given to clients (default: the bound port)",
     "socket.request.max.bytes": "largest request frame accepted (default 104857600)",
@@ -166,14 +184,31 @@ def build_server(args: argparse.Namespace, log: Any) -> "Any":
     max_bytes = int(server_settings.get("socket.request.max.bytes", 104_857_600))
     if max_bytes < 1:
         raise ConfigError("socket.request.max.bytes must be at least 1")
-    if args.storage == "sqlite":
+    ownership = None
+    if args.storage == "broker":
+        from .broker_storage import BrokerStorage
+        from .ownership import Ownership
+
+        if not args.bootstrap_server:
+            raise ConfigError("--storage broker needs --bootstrap-server HOST:PORT")
+        if args.coordinator_session_ms < 1000:
+            raise ConfigError("--coordinator-session-ms must be at least 1000")
+        storage = BrokerStorage(args.bootstrap_server, args.records_topic, config.offsets_topic_num_partitions,
+                                log=log)
+        ownership = Ownership(args.bootstrap_server, config.offsets_topic_num_partitions,
+                              group=args.coordinator_group, session_ms=args.coordinator_session_ms, log=log)
+        storage.lease = ownership.lease
+    elif args.storage == "sqlite":
         from .sqlite_storage import SqliteStorage
 
-        storage = SqliteStorage(args.data_dir)
+        if args.sqlite_max_bytes is not None and args.sqlite_max_bytes < 4096:
+            raise ConfigError("--sqlite-max-bytes must be at least 4096")
+        storage = SqliteStorage(args.data_dir, max_bytes=args.sqlite_max_bytes)
     else:
         storage = MemoryStorage()
     return GroupServer(config, catalog, host=host, port=port, storage=storage, trace=args.trace, log=log,
-                       max_request_bytes=max_bytes, advertise_bound_port="advertised.port" not in settings)
+                       max_request_bytes=max_bytes, advertise_bound_port="advertised.port" not in settings,
+                       ownership=ownership, node_id_from_port=ownership is not None and "node.id" not in settings)
 
 
 def run_serve(args: argparse.Namespace) -> int:
@@ -182,7 +217,10 @@ def run_serve(args: argparse.Namespace) -> int:
     log = Log(sys.stderr, fmt=args.log_format, level=args.log_level)
     try:
         server = build_server(args, log)
-    except (ConfigError, ValueError, OSError, StorageOpenError) as e:
+    except StorageOpenError as e:
+        log("error", "storage_unusable", storage=args.storage, error=str(e))
+        return 2
+    except (ConfigError, ValueError, OSError) as e:
         log("error", "bad_configuration", error=str(e))
         return 2
 
@@ -192,6 +230,9 @@ def run_serve(args: argparse.Namespace) -> int:
         except OSError as e:
             log("error", "cannot_listen", host=server.host, port=server.port, error=str(e))
             return 1
+        except StorageOpenError as e:
+            log("error", "storage_unusable", storage=server.storage.name, error=str(e))
+            return 2
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, lambda s=sig: loop.create_task(server.shutdown(reason=s.name)))

@@ -1,10 +1,11 @@
 """Durable storage on SQLite: the coordinator's records, compacted by Kafka's record keys.
 
 Each offsets-topic partition is a set of rows keyed like ``__consumer_offsets`` keys its
-records (a group's metadata by group id; an offset by group, topic and partition). A newer
-record for a key replaces the older one (compaction); a tombstone deletes it. ``load``
-returns the surviving records in the order they were written, which is what the core's load
-path replays.
+records: the row's key and value are Kafka's own record key and value bytes
+(``offsets_format``: a group's metadata by group id; an offset by group, topic and partition),
+the same bytes the broker-backed storage writes. A newer record for a key replaces the older
+one (compaction); a tombstone deletes it. ``load`` returns the surviving records in the order
+they were written, which is what the core's load path replays.
 
 Durability: WAL journal with ``synchronous=FULL``, so a transaction is on disk (the WAL
 fsynced) before its COMMIT returns; a write is acknowledged to the core only after that.
@@ -15,6 +16,9 @@ transaction or none of it.
 Failures surface as Kafka errors the core already translates: a full disk, an I/O error or
 a read-only database fail the write with KAFKA_STORAGE_ERROR (clients see NOT_COORDINATOR);
 an unreadable or corrupt file is refused at start-up with a clear StorageOpenError.
+
+Schema version 2 (this layout). A version 1 store (keys and values as JSON text) is converted
+in one transaction when it is opened.
 """
 
 from __future__ import annotations
@@ -32,18 +36,17 @@ from groupcoord.core import trace
 from groupcoord.core.commands import GroupMetadataRecord, GroupTombstone, OffsetCommitRecord, OffsetTombstone
 from groupcoord.core.errors import Error
 
+from . import offsets_format as fmt
 from .storage import StorageError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DB_NAME = "groupcoord.sqlite3"
+_CREATE = ("CREATE TABLE IF NOT EXISTS {table} (partition INTEGER NOT NULL, key BLOB NOT NULL, "
+           "seq INTEGER NOT NULL, value BLOB NOT NULL, PRIMARY KEY (partition, key))")
 
 
 class StorageOpenError(Exception):
     """The data directory or database cannot be used; the message says why and where."""
-
-
-def _key(record) -> str:
-    return json.dumps(list(record.key), separators=(",", ":"))
 
 
 def _is_tombstone(record) -> bool:
@@ -70,6 +73,7 @@ class SqliteStorage:
             self._db.execute(f"PRAGMA max_page_count = {max(1, max_bytes // page_size)}")
         self._seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0]
         self._queue: queue.Queue = queue.Queue()
+        self._last_error: str | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._writer, name="sqlite-writer", daemon=True)
         self._thread.start()
@@ -83,18 +87,19 @@ class SqliteStorage:
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")
             db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
-            db.execute("CREATE TABLE IF NOT EXISTS records (partition INTEGER NOT NULL, key TEXT NOT NULL, "
-                       "seq INTEGER NOT NULL, value TEXT NOT NULL, PRIMARY KEY (partition, key))")
-            db.execute("CREATE INDEX IF NOT EXISTS records_by_seq ON records (partition, seq)")
-            db.execute("CREATE INDEX IF NOT EXISTS records_seq ON records (seq)")
-            row = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
-            if row is None:
-                db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            elif row[0] != str(SCHEMA_VERSION):
-                raise StorageOpenError(f"{path}: schema version {row[0]}, this groupcoord reads {SCHEMA_VERSION}")
             check = db.execute("PRAGMA quick_check").fetchone()[0]
             if check != "ok":
                 raise StorageOpenError(f"{path} is corrupt: {check}")
+            row = db.execute("SELECT value FROM meta WHERE name = 'schema_version'").fetchone()
+            if row is None:
+                db.execute(_CREATE.format(table="records"))
+                db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            elif row[0] == "1":
+                _convert_v1(db, path)
+            elif row[0] != str(SCHEMA_VERSION):
+                raise StorageOpenError(f"{path}: schema version {row[0]}, this groupcoord reads {SCHEMA_VERSION}")
+            db.execute("CREATE INDEX IF NOT EXISTS records_by_seq ON records (partition, seq)")
+            db.execute("CREATE INDEX IF NOT EXISTS records_seq ON records (seq)")
             return db
         except sqlite3.DatabaseError as e:
             raise StorageOpenError(f"{path} is not a usable groupcoord database: {e}") from None
@@ -105,14 +110,12 @@ class SqliteStorage:
         return self.records(partition)
 
     def records(self, partition: int) -> tuple:
-        rows = self._db.execute("SELECT value FROM records WHERE partition = ? ORDER BY seq", (partition,))
-        out = []
-        for (value,) in rows:
-            try:
-                out.append(trace.decode(json.loads(value)))
-            except (ValueError, trace.TraceError) as e:
-                raise StorageOpenError(f"{self.path}: unreadable record in partition {partition}: {e}") from None
-        return tuple(out)
+        rows = self._db.execute("SELECT key, value FROM records WHERE partition = ? ORDER BY seq", (partition,))
+        decode = fmt.decode
+        try:
+            return tuple(decode(key, value) for key, value in rows)
+        except (fmt.FormatError, TypeError, UnicodeDecodeError) as e:
+            raise StorageOpenError(f"{self.path}: unreadable record in partition {partition}: {e}") from None
 
     def append(self, partition: int, records: tuple) -> asyncio.Future:
         loop = asyncio.get_running_loop()
@@ -122,6 +125,22 @@ class SqliteStorage:
         else:
             self._queue.put((loop, future, partition, records))
         return future
+
+    async def flush(self, partitions: set[int] | None = None, timeout: float | None = None) -> bool:
+        """Wait until every append made so far has its outcome (a barrier through the writer
+        queue). Returns False if that took longer than ``timeout``."""
+        if self._closed:
+            return True
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queue.put((loop, future, None, ()))
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout)
+        except asyncio.TimeoutError:
+            return False
+        except StorageError:
+            pass  # the barrier shared a batch with a failed write: that write has its outcome too
+        return True
 
     async def close(self) -> None:
         if not self._closed:
@@ -149,43 +168,78 @@ class SqliteStorage:
                 batch.append(nxt)
             error = self._commit(batch)
             for loop, future, _, _ in batch:
-                loop.call_soon_threadsafe(_settle, future, error)
+                loop.call_soon_threadsafe(_settle, future, error, self._last_error)
 
     def _commit(self, batch: list) -> Error | None:
         db = self._db
         try:
             db.execute("BEGIN IMMEDIATE")
             seq = self._seq
+            upserts: list = []
             for _, _, partition, records in batch:
                 for record in records:
                     seq += 1
+                    key = fmt.encode_key(record)
                     if _is_tombstone(record):
-                        db.execute("DELETE FROM records WHERE partition = ? AND key = ?", (partition, _key(record)))
+                        if upserts:  # keep the order: what came before the tombstone first
+                            db.executemany(_UPSERT, upserts)
+                            upserts = []
+                        db.execute("DELETE FROM records WHERE partition = ? AND key = ?", (partition, key))
                     else:
-                        value = json.dumps(trace.encode(record), separators=(",", ":"))
-                        db.execute("INSERT INTO records (partition, key, seq, value) VALUES (?, ?, ?, ?) "
-                                   "ON CONFLICT (partition, key) DO UPDATE SET seq = excluded.seq, "
-                                   "value = excluded.value", (partition, _key(record), seq, value))
+                        upserts.append((partition, key, seq, fmt.encode_value(record)))
+            if upserts:
+                db.executemany(_UPSERT, upserts)
             db.execute("COMMIT")
             self._seq = seq
             return None
-        except sqlite3.Error:
+        except sqlite3.Error as e:
             try:
                 db.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
             # A full disk, an I/O error or a read-only file: Kafka reports a storage error
             # for the log directory, which the coordinator answers as NOT_COORDINATOR.
+            self._last_error = f"{self.path}: {type(e).__name__}: {e}"
             return Error.KAFKA_STORAGE_ERROR
 
 
-def _settle(future: asyncio.Future, error: Error | None) -> None:
+_UPSERT = ("INSERT INTO records (partition, key, seq, value) VALUES (?, ?, ?, ?) "
+           "ON CONFLICT (partition, key) DO UPDATE SET seq = excluded.seq, value = excluded.value")
+
+
+def _convert_v1(db: sqlite3.Connection, path: Path) -> None:
+    """Schema 1 (JSON text keys and values) -> 2 (Kafka's record bytes), in one transaction."""
+    try:
+        db.execute("BEGIN IMMEDIATE")
+        db.execute(_CREATE.format(table="records_v2"))
+        rows = db.execute("SELECT partition, seq, value FROM records ORDER BY seq").fetchall()
+        converted = []
+        for partition, seq, value in rows:
+            try:
+                record = trace.decode(json.loads(value))
+            except (ValueError, trace.TraceError) as e:
+                raise StorageOpenError(f"{path}: unreadable record in partition {partition}: {e}") from None
+            converted.append((partition, fmt.encode_key(record), seq, fmt.encode_value(record)))
+        db.executemany("INSERT INTO records_v2 (partition, key, seq, value) VALUES (?, ?, ?, ?)", converted)
+        db.execute("DROP TABLE records")
+        db.execute("ALTER TABLE records_v2 RENAME TO records")
+        db.execute("UPDATE meta SET value = ? WHERE name = 'schema_version'", (str(SCHEMA_VERSION),))
+        db.execute("COMMIT")
+    except BaseException:
+        try:
+            db.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+        raise
+
+
+def _settle(future: asyncio.Future, error: Error | None, detail: str | None = None) -> None:
     if future.done():
         return
     if error is None:
         future.set_result(None)
     else:
-        future.set_exception(StorageError(error))
+        future.set_exception(StorageError(error, detail, level="error"))
 
 
 RECORD_TYPES: tuple[type, ...] = (GroupMetadataRecord, GroupTombstone, OffsetCommitRecord, OffsetTombstone)

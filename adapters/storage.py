@@ -25,9 +25,14 @@ from groupcoord.core.errors import Error
 
 
 class StorageError(Exception):
-    def __init__(self, error: Error) -> None:
-        super().__init__(error.name)
+    """A failed write: ``error`` is the Kafka append error the core translates for clients;
+    ``detail`` says what happened (for the log), ``level`` how loud the server logs it."""
+
+    def __init__(self, error: Error, detail: str | None = None, level: str = "warning") -> None:
+        super().__init__(error.name if detail is None else f"{error.name}: {detail}")
         self.error = error
+        self.detail = detail
+        self.level = level
 
 
 class Storage(Protocol):

