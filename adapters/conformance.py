@@ -53,18 +53,27 @@ def scenario_files(paths: Iterable[str | Path]) -> list[Path]:
     return files
 
 
-def run_file(path: str | Path, observer: Callable | None = None) -> Result:
-    path = Path(path)
+def read_scenario(path: str | Path) -> tuple[Any, Result | None]:
+    """The scenario in ``path``, or a failed Result saying why it cannot be read."""
     try:
-        scenario = json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(Path(path).read_text(encoding="utf-8")), None
     except (OSError, ValueError) as e:
-        return Result(str(path), "", False, None, f"cannot read scenario: {e}")
-    return run_scenario(scenario, str(path), observer)
+        return None, Result(str(path), "", False, None, f"cannot read scenario: {e}")
+
+
+def run_file(path: str | Path, observer: Callable | None = None) -> Result:
+    scenario, unreadable = read_scenario(path)
+    return unreadable or run_scenario(scenario, str(path), observer)
 
 
 def run_scenario(scenario: dict, path: str = "<scenario>", observer: Callable | None = None) -> Result:
+    return run_steps(_Runner(observer), scenario, path)
+
+
+def run_steps(runner, scenario: dict, path: str) -> Result:
+    """Checks the scenario's shape, then feeds its steps to ``runner`` (``start``, ``step``,
+    optionally ``close``); the first failing step and why, or a pass."""
     name = scenario.get("name", "") if isinstance(scenario, dict) else ""
-    runner = _Runner(observer)
     step_no = None
     try:
         if not isinstance(scenario, dict) or not isinstance(scenario.get("steps"), list):
@@ -79,6 +88,13 @@ def run_scenario(scenario: dict, path: str = "<scenario>", observer: Callable | 
         return Result(path, name, False, step_no, str(e))
     except Exception as e:  # a crash of the coordinator or runner is a failure, with its cause
         return Result(path, name, False, step_no, f"{type(e).__name__}: {e}")
+    finally:
+        close = getattr(runner, "close", None)
+        if close is not None:
+            try:
+                close()
+            except Exception:  # a runner that cannot close must not hide the scenario's result
+                pass
     return Result(path, name, True)
 
 

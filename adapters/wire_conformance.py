@@ -15,7 +15,6 @@ received and answered the request with that correlation id on that connection.
 from __future__ import annotations
 
 import asyncio
-import json
 import select
 import socket
 import struct
@@ -30,7 +29,8 @@ from groupcoord.core.errors import Error
 
 from . import kafka_codec as kc
 from .broker_apis import TopicCatalog
-from .conformance import SCENARIO_BASE_CONFIG, Result, ScenarioFailure, _decode_bytes, _hexed, _Runner
+from .conformance import (SCENARIO_BASE_CONFIG, Result, ScenarioFailure, _decode_bytes, _hexed, _Runner, read_scenario,
+                          run_steps)
 from .server import GroupServer, ManualClock
 from .storage import MemoryStorage
 
@@ -284,36 +284,11 @@ class WireScenarioRunner:
         self.host = _LoopThread()
 
     def run_scenario(self, scenario: dict, path: str = "<scenario>") -> Result:
-        name = scenario.get("name", "") if isinstance(scenario, dict) else ""
-        runner = _WireRunner(self.host)
-        step_no = None
-        try:
-            if not isinstance(scenario, dict) or not isinstance(scenario.get("steps"), list):
-                raise ScenarioFailure("a scenario is an object with a list of steps")
-            unknown = set(scenario) - {"name", "source", "config", "steps", "topics"}
-            if unknown:
-                raise ScenarioFailure(f"unknown scenario keys {sorted(unknown)}")
-            runner.start(scenario.get("config") or {}, scenario.get("topics"))
-            for step_no, step in enumerate(scenario["steps"], start=1):
-                runner.step(step)
-        except ScenarioFailure as e:
-            return Result(path, name, False, step_no, str(e))
-        except Exception as e:
-            return Result(path, name, False, step_no, f"{type(e).__name__}: {e}")
-        finally:
-            try:
-                runner.close()
-            except Exception:
-                pass
-        return Result(path, name, True)
+        return run_steps(_WireRunner(self.host), scenario, path)
 
     def run_file(self, path: str | Path) -> Result:
-        path = Path(path)
-        try:
-            scenario = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            return Result(str(path), "", False, None, f"cannot read scenario: {e}")
-        return self.run_scenario(scenario, str(path))
+        scenario, unreadable = read_scenario(path)
+        return unreadable or self.run_scenario(scenario, str(path))
 
     def close(self) -> None:
         self.host.close()
