@@ -254,6 +254,13 @@ _VIA_PREPARING = {(source, target) for source in (STABLE, COMPLETING_REBALANCE)
 ONE_EVENT_TRANSITIONS = frozenset(_DIRECT | _VIA_PREPARING)
 
 
+def reverted_recreation(before: Group | None, after: Group | None, event: Any) -> bool:
+    """Whether ``after`` may be another group than ``before``: a failed write reverted both the
+    creation of ``before`` (generation 0) and the deletion of the Empty group it had replaced."""
+    return (isinstance(event, ev.WriteFailed) and before is not None and after is not None
+            and before.generation_id == 0 and after.state is EMPTY)
+
+
 def check_transition(before: Group | None, after: Group | None, event: Any = None) -> list[str]:
     """Violations for one group across one event; ``None`` means the group is absent."""
     out: list[str] = []
@@ -279,6 +286,8 @@ def check_transition(before: Group | None, after: Group | None, event: Any = Non
                                  f"{list(before.members)}) by {type(event).__name__}")
         return out
 
+    if reverted_recreation(before, after, event):
+        return out  # a removal (the creation failed) and a restore (the deletion failed), both allowed
     b, a = before.state, after.state
     if b is DEAD and a is not DEAD:
         bad(DEAD_IS_ABSORBING, f"Dead -> {a}")

@@ -533,7 +533,7 @@ class Membership:
         if group.state not in (COMPLETING_REBALANCE, STABLE) or not group.pending_sync:
             return
         g = self._edit(gid)
-        for mid in list(g.pending_sync):
+        for mid in [m for m in g.members if m in g.pending_sync]:  # member order: deterministic output
             g.remove(mid)
             self._cancel(heartbeat_key(g.partition, gid, mid))
         self._prepare_rebalance(g)

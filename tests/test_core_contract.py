@@ -148,3 +148,35 @@ def test_every_request_kind_has_an_event_and_every_event_is_handled():
     assert set(events.REQUEST_TYPES.values()) <= handled
     assert {events.TimerFired, events.WriteCompleted, events.WriteFailed, events.LoadPartition,
             events.UnloadPartition} <= handled
+
+
+_SYNC_TIMEOUT_RUN = """
+from groupcoord.core.config import CoordinatorConfig
+from groupcoord.core.driver import Driver
+from groupcoord.core.wire import request_event
+
+driver = Driver(CoordinatorConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=0))
+out = []
+for n in range(8):  # eight members join; none of them syncs, so the sync timer removes them all
+    join = {"group_id": "g", "member_id": "", "session_timeout_ms": 30000, "rebalance_timeout_ms": 5000,
+            "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+    out += driver.dispatch(request_event("JoinGroup", 3, join, request_id=f"r{n}", now_ms=driver.now_ms,
+                                         client_id=f"c{n}", new_member_uuid=driver.new_uuid()))
+out += driver.advance(1)
+out += driver.advance(5000)
+print(repr(out))
+"""
+
+
+def test_output_does_not_depend_on_string_hashing():
+    # Same input, same output, also across processes: nothing may follow set iteration order,
+    # which changes with PYTHONHASHSEED (the sync timeout used to cancel heartbeats in set order).
+    import os
+    import subprocess
+    import sys
+
+    runs = [subprocess.run([sys.executable, "-c", _SYNC_TIMEOUT_RUN], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PYTHONHASHSEED": str(seed)}) for seed in (1, 2, 3, 4)]
+    assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
+    assert "CancelTimer" in runs[0].stdout and runs[0].stdout.count("heartbeat") >= 16
+    assert len({r.stdout for r in runs}) == 1

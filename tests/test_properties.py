@@ -175,11 +175,11 @@ class InvariantObserver:
                 if rid not in still and rid not in answered:
                     self.dropped[rid] = f"replaced or left, on {type(event).__name__}"
                     self.outstanding.discard(rid)
-        found += self._count_completions(before, after, commands)
+        found += self._count_completions(before, after, commands, event)
         if found:
             self.violations += [f"after {type(event).__name__} (event #{self.events}): {v}" for v in found]
 
-    def _count_completions(self, before, after, commands) -> list[str]:
+    def _count_completions(self, before, after, commands, event) -> list[str]:
         """Generation = generation when the group appeared + join phases completed since, where a
         completion is witnessed by a NONE JoinGroup answer or an Empty record carrying a new
         generation (independent of check_transition's reading of the states)."""
@@ -189,7 +189,7 @@ class InvariantObserver:
             self.completions.pop(gid, None)
         for gid, a in after.items():
             b = before.get(gid)
-            if b is None:
+            if b is None or (a is not b and inv.reverted_recreation(b, a, event)):
                 self.base_generation[gid] = a.generation_id
                 self.completions[gid] = 0
                 continue
@@ -1024,3 +1024,29 @@ def test_zero_rebalance_timeout_does_not_livelock():
     driver.advance(10000)  # its session expires: the phase completes into Empty
     assert driver.coordinator.group("g").state is EMPTY
     assert not obs.violations
+
+
+def test_failed_delete_of_a_used_group_and_failed_recreate_bring_it_back():
+    """As above, with the deleted group at generation 2 and the new one in PreparingRebalance: the
+    group that comes back (Empty, generation 2) replaces a generation-0 group on one WriteFailed,
+    which the transition invariants read as the creation reverted and the deletion reverted."""
+    driver, obs = _driver(group_initial_rebalance_delay_ms=0)
+    _send(driver, "r1", "JoinGroup", 3, JOIN)  # v3: joins at once
+    driver.advance(1)  # the (zero) initial delay: the join phase completes
+    joined = driver.responses["r1"]
+    assert joined.error_code is Error.NONE and joined.generation_id == 1
+    _send(driver, "r2", "LeaveGroup", 0, {"group_id": "g", "member_id": joined.member_id})
+    deleted = driver.coordinator.groups()["g"]
+    assert (deleted.state.value, deleted.generation_id) == ("Empty", 2)  # the leave completed a join phase
+    _send(driver, "r3", "OffsetCommit", 8, {"group_id": "g", "generation_id_or_member_epoch": -1, "topics": [
+        {"name": "t1", "partitions": [{"partition_index": 0, "committed_offset": 7}]}]})
+    driver.hold_writes()
+    _send(driver, "r4", "DeleteGroups", 2, {"groups_names": ["g"]})
+    _send(driver, "r5", "JoinGroup", 3, JOIN)  # a new g, PreparingRebalance at generation 0
+    assert driver.coordinator.groups()["g"].generation_id == 0
+    driver.release_writes(Error.NOT_LEADER_OR_FOLLOWER)
+    group = driver.coordinator.groups()["g"]
+    assert group == deleted
+    assert driver.coordinator.offsets("g") != {}
+    assert memory_vs_log(driver, groups=False) == []
+    assert not obs.violations, obs.violations
