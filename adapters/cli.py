@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
 
     add_bench_replay_arguments(p)
     add_replay_commands(sub)
+    from .tla_cli import add_tla_command
+
+    add_tla_command(sub)  # tla check, tla mutants
 
     args = parser.parse_args(argv)
     if args.command in SERVER_COMMANDS:
@@ -47,6 +50,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(result.line())
         print(f"{len(files) - failed} passed, {failed} failed")
         return 1 if failed else 0
+    if args.command == "tla":
+        from .tla_cli import run_tla_command
+
+        return run_tla_command(args)
     if args.command == "demo":
         from .demo import run_demo
 

@@ -197,7 +197,8 @@ class Alpha:
             return F(k="static_replace", inst=ids.inst(inst), old=ids.spec(old), new=ids.spec(new),
                      protos=self.protos(protocols), rto=rto, leader=ids.spec(leader), v9=version >= 9)
         if kind == "new_group" and cb[1] == self.gid:
-            return F(k="new_group")
+            # cb[3], when there: the group whose deletion failed meanwhile (_displace_on_rollback)
+            return F(k="new_group", snap=self.snapshot(cb[3]) if len(cb) > 3 and cb[3] is not None else None)
         if kind == "empty_group":
             return F(k="empty_group")
         if kind == "restore_group" and cb[1] == self.gid:
@@ -322,8 +323,6 @@ class Alpha:
             elif isinstance(c, CancelPartitionTimers):
                 if c.partition == self.partition:
                     out.append(F(c="CancelPartitionTimers"))
-        if isinstance(event, ev.TimerFired) and event.key[0] == "sync" and group is not None:
-            out = _member_order_cancels(out, [self.ids.spec(m) for m in group.members])
         return tuple(out)
 
     # --- events
@@ -380,18 +379,6 @@ class Alpha:
                        rto=m.session_timeout_ms if m.rebalance_timeout_ms == -1 else m.rebalance_timeout_ms,
                        asg=bstr(m.assignment))
                      for m in last.members))
-
-
-def _member_order_cancels(out: list, order: list) -> list:
-    """The sync timer cancels its members' heartbeats in the core's set-iteration order, which
-    depends on Python's string hashing; the spec cancels them in member order. Compare in
-    member order (this is a determinism finding reported in tla/README.md)."""
-    cancels = [i for i, c in enumerate(out) if c["c"] == "CancelTimer" and c["key"][0] == "hb"]
-    if len(cancels) < 2 or cancels != list(range(cancels[0], cancels[0] + len(cancels))):
-        return out
-    rank = {m: i for i, m in enumerate(order)}
-    block = sorted((out[i] for i in cancels), key=lambda c: rank.get(c["key"][1], len(rank)))
-    return out[:cancels[0]] + block + out[cancels[-1] + 1:]
 
 
 def apply_timers(timers: dict, commands: Iterable) -> None:
@@ -539,7 +526,11 @@ def _build_callback(cb, s, mem, core_id, write_id, deletes, alpha) -> tuple:
                 core_protocols(cb["protos"]), cb["rto"], SESSION_MS,
                 core_id(cb["leader"]) if cb["leader"] is not None else None, rid, 9 if cb["v9"] else 5)
     if k == "new_group":
-        return ("new_group", GROUP, ("created", write_id))
+        snap = cb["snap"]
+        if snap is None:
+            return ("new_group", GROUP, ("created", write_id))
+        smem = snap["mem"] if isinstance(snap["mem"], dict) else {}
+        return ("new_group", GROUP, ("created", write_id), _build_group(F(snap.set(state=snap["st"])), smem, core_id))
     if k == "empty_group":
         return ("empty_group",)
     if k == "restore_group":

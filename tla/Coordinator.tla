@@ -435,7 +435,7 @@ DoJoin(G, req) ==
              G0 == IF isNewGroup THEN CreateGroup(G) ELSE G
              G1 == IF req.mid = "" THEN JoinNewMember(G0, req) ELSE JoinExistingMember(G0, req)
              G2 == IF isNewGroup /\ G1.recs = <<>>
-                   THEN AppendRecord(G1, EmptyRecord(G1), [k |-> "new_group"]) ELSE G1
+                   THEN AppendRecord(G1, EmptyRecord(G1), [k |-> "new_group", snap |-> None]) ELSE G1
          IN RunOpEnd(G2, None, None)
 
 -----------------------------------------------------------------------------
@@ -629,15 +629,29 @@ AnswerAll(G, ids, code) ==   \* coordinator._rollback_new_group's answers
              G2 == IF G.mem[m].sync THEN Respond(G1, <<"sync", m>>, SyncError(code)) ELSE G1
          IN AnswerAll(G2, Tail(ids), code)
 
-RollbackNewGroup(G, err) ==
+\* The new group never existed; a group whose deletion failed meanwhile (snap) comes back.
+RollbackNewGroup(G, err, snap) ==
     IF G.st \in {Absent, Dead} \/ G.gen # 0 THEN G
-    ELSE Drop(AnswerAll(G, G.members, TranslateAppend(err)))
+    ELSE LET G1 == AnswerAll(G, G.members, TranslateAppend(err)) IN
+         IF snap = None THEN Drop(G1) ELSE Restore(G1, snap)
+
+\* coordinator._displace_on_rollback: a failed tombstone while a new group holds the id; the old
+\* group is attached to the first in-flight creation write, to come back if that fails too.
+FreeCreation(c) == c.k = "new_group" /\ c.snap = None
+Displace(G, snap) ==
+    LET ws == {i \in 1..Len(G.writes) : \E j \in 1..Len(G.writes[i].cbs) : FreeCreation(G.writes[i].cbs[j])} IN
+    IF ws = {} THEN G
+    ELSE LET i == CHOOSE i \in ws : \A l \in ws : i <= l
+             cbs == G.writes[i].cbs
+         IN [G EXCEPT !.writes[i].cbs =
+                [j \in 1..Len(cbs) |-> IF FreeCreation(cbs[j]) THEN [cbs[j] EXCEPT !.snap = snap] ELSE cbs[j]]]
 
 RunCallback(G, cb, err) ==
     CASE cb.k = "sync" -> SyncWritten(G, cb, err)
       [] cb.k = "static_replace" -> StaticReplaceWritten(G, cb, err)
-      [] cb.k = "new_group" -> IF err = None THEN G ELSE RollbackNewGroup(G, err)
-      [] cb.k = "restore_group" -> IF err # None /\ G.st = Absent THEN Restore(G, cb.snap) ELSE G
+      [] cb.k = "new_group" -> IF err = None THEN G ELSE RollbackNewGroup(G, err, cb.snap)
+      [] cb.k = "restore_group" ->
+            IF err = None THEN G ELSE IF G.st = Absent THEN Restore(G, cb.snap) ELSE Displace(G, cb.snap)
       [] cb.k = "delete_result" ->
             Respond(G, <<"DeleteGroups", "">>, DeleteResp(IF err = None THEN NONE ELSE TranslateOperation(err)))
       [] OTHER -> G   \* "empty_group": Kafka only logs a failure
@@ -855,10 +869,10 @@ Next == Client \/ Coordinator \/ Done
 
 \* Timers fire and writes finish eventually; clients owe nothing.
 Fairness ==
-    /\ \A m \in Ids : WF_vars(UNCHANGED budget /\ HeartbeatTimer(m))
-    /\ WF_vars(UNCHANGED budget /\ JoinTimer)
-    /\ WF_vars(UNCHANGED budget /\ SyncTimer)
-    /\ WF_vars(UNCHANGED budget /\ (WriteCompleted \/ \E e \in WriteErrors : WriteFailed(e)))
+    /\ \A m \in Ids : []<>(HbKey(m) \notin DOMAIN timers) \/ []<><<UNCHANGED budget /\ HeartbeatTimer(m)>>_vars
+    /\ []<>(JoinKey \notin DOMAIN timers) \/ []<><<UNCHANGED budget /\ JoinTimer>>_vars
+    /\ []<>(SyncKey \notin DOMAIN timers) \/ []<><<UNCHANGED budget /\ SyncTimer>>_vars
+    /\ []<>(writes = <<>>) \/ []<><<UNCHANGED budget /\ (WriteCompleted \/ \E e \in WriteErrors : WriteFailed(e))>>_vars
 
 Spec == Init /\ [][Next]_vars
 LiveSpec == Spec /\ Fairness

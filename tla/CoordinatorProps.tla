@@ -86,10 +86,13 @@ LegalStep == state \in GroupStates /\ state' \in GroupStates /\ state' # state =
                  state' \in Successors(state) \cup ViaPreparing(state)
 legal_transition == [][LegalStep]_vars
 dead_is_absorbing == [][state = Dead => state' = Dead]_vars
-generation_monotonic == [][Held /\ HeldNext => generation' >= generation]_vars
-generation_step == [][Held /\ HeldNext => generation' \in {generation, generation + 1}]_vars
+\* A failed write creating the group reverts it: the group never existed, and a group whose
+\* deletion failed meanwhile comes back with its own generation (Kafka reverts both writes).
+Reverted == Ev.type = "WriteFailed" /\ generation = 0
+generation_monotonic == [][Held /\ HeldNext /\ ~Reverted => generation' >= generation]_vars
+generation_step == [][Held /\ HeldNext /\ ~Reverted => generation' \in {generation, generation + 1}]_vars
 generation_bump_iff_join_completed ==
-    [][Held /\ HeldNext =>
+    [][Held /\ HeldNext /\ ~Reverted =>
          /\ generation' = generation + 1 => state' \in {Completing, Empty}
          /\ state = Preparing /\ state' \in {Completing, Empty} => generation' = generation + 1
          /\ state = Stable /\ state' = Stable => generation' = generation]_vars
