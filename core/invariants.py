@@ -18,7 +18,6 @@ Section numbers refer to shared/reference/kafka-classic-semantics.md (§7 lists 
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any, Callable, Iterable, Mapping
 
 from . import events as ev
@@ -189,56 +188,77 @@ def check_group(group: Group) -> list[str]:
     """Violations of the state invariants of one frozen group."""
     out: list[str] = []
     gid, state, members = group.group_id, group.state, group.members
+    leader, protocol_name, protocol_type = group.leader_id, group.protocol_name, group.protocol_type
 
     def bad(name: str, detail: str) -> None:
         out.append(_v(name, gid, detail))
 
-    if bool(members) != (group.leader_id in members):
-        bad(LEADER_IS_MEMBER, f"leader {group.leader_id!r}, members {list(members)}")
-    if not members and group.leader_id is not None:
-        bad(LEADER_IS_MEMBER, f"leader {group.leader_id!r} without members")
-    if state is EMPTY and (members or group.protocol_name is not None):
-        bad(EMPTY_HAS_NO_MEMBERS, f"members {list(members)}, protocol {group.protocol_name!r}")
+    if bool(members) != (leader in members):
+        bad(LEADER_IS_MEMBER, f"leader {leader!r}, members {list(members)}")
+    if not members and leader is not None:
+        bad(LEADER_IS_MEMBER, f"leader {leader!r} without members")
+    if state is EMPTY and (members or protocol_name is not None):
+        bad(EMPTY_HAS_NO_MEMBERS, f"members {list(members)}, protocol {protocol_name!r}")
 
-    expected_static = {m.group_instance_id: mid for mid, m in members.items() if m.group_instance_id is not None}
-    static_count = Counter(m.group_instance_id for m in members.values() if m.group_instance_id is not None)
-    if dict(group.static_members) != expected_static or any(n > 1 for n in static_count.values()):
+    # one pass over the members collects what the checks below compare
+    expected_static: dict = {}
+    static_twice = False
+    awaiting = 0
+    recount: dict = {}
+    syncing = set()
+    joining, fresh, unlisted = [], [], []
+    odd = {}
+    for mid, m in members.items():
+        instance = m.group_instance_id
+        if instance is not None:
+            if instance in expected_static:
+                static_twice = True
+            expected_static[instance] = mid
+        names = {n for n, _ in m.protocols}
+        for name in names:
+            recount[name] = recount.get(name, 0) + 1
+        if protocol_name not in names:
+            unlisted.append(mid)
+        if m.awaiting_join is not None:
+            awaiting += 1
+            joining.append(mid)
+        if m.awaiting_sync is not None:
+            syncing.add(mid)
+        if m.is_new:
+            fresh.append(mid)
+        if m.protocol_type != protocol_type:
+            odd[mid] = m.protocol_type
+
+    if static_twice or dict(group.static_members) != expected_static:
         bad(STATIC_MAP_CONSISTENT, f"static_members {dict(group.static_members)}, members say {expected_static}")
 
-    awaiting = sum(m.awaiting_join is not None for m in members.values())
     if group.num_awaiting_join != awaiting:
         bad(AWAITING_JOIN_COUNT, f"num_awaiting_join {group.num_awaiting_join}, parked joins {awaiting}")
 
-    recount = Counter(name for m in members.values() for name in {n for n, _ in m.protocols})
     counts = {k: v for k, v in group.protocol_counts.items() if v}
-    if counts != dict(recount):
-        bad(PROTOCOL_COUNTS, f"protocol_counts {counts}, recount {dict(recount)}")
+    if counts != recount:
+        bad(PROTOCOL_COUNTS, f"protocol_counts {counts}, recount {recount}")
 
     if group.pending_members & members.keys():
         bad(PENDING_NOT_MEMBERS, f"{sorted(group.pending_members & members.keys())}")
 
-    syncing = {mid for mid, m in members.items() if m.awaiting_sync is not None}
     if not group.pending_sync <= members.keys() - syncing or (
             group.pending_sync and state not in (COMPLETING_REBALANCE, STABLE)):
         bad(PENDING_SYNC_SUBSET, f"pending_sync {sorted(group.pending_sync)} in {state}, "
                                  f"members {list(members)}, parked syncs {sorted(syncing)}")
 
     if state in (COMPLETING_REBALANCE, STABLE):
-        unlisted = [mid for mid, m in members.items() if group.protocol_name not in {n for n, _ in m.protocols}]
-        if not members or group.protocol_name is None or unlisted:
+        if not members or protocol_name is None or unlisted:
             bad(SETTLED_GROUP_HAS_PROTOCOL, f"{state} with members {list(members)}, protocol "
-                                            f"{group.protocol_name!r}, not listed by {unlisted}")
+                                            f"{protocol_name!r}, not listed by {unlisted}")
     if syncing and state is not COMPLETING_REBALANCE:
         bad(PARKED_SYNC_ONLY_COMPLETING, f"parked syncs of {sorted(syncing)} in {state}")
-    joining = [mid for mid, m in members.items() if m.awaiting_join is not None]
     if joining and state not in (PREPARING_REBALANCE, STABLE):
         bad(PARKED_JOIN_STATE, f"parked joins of {joining} in {state}")
-    fresh = [mid for mid, m in members.items() if m.is_new]
     if fresh and state is not PREPARING_REBALANCE:
         bad(NEW_MEMBER_ONLY_PREPARING, f"new members {fresh} in {state}")
-    odd = {mid: m.protocol_type for mid, m in members.items() if m.protocol_type != group.protocol_type}
     if odd:
-        bad(MEMBERS_SHARE_PROTOCOL_TYPE, f"group type {group.protocol_type!r}, members {odd}")
+        bad(MEMBERS_SHARE_PROTOCOL_TYPE, f"group type {protocol_type!r}, members {odd}")
     if group.generation_id < 0:
         bad(GENERATION_NON_NEGATIVE, f"generation {group.generation_id}")
     return out
@@ -443,9 +463,8 @@ def _check_answer(request: Any, group: Group | None, event: Any, response: Any, 
     """Checks of an answer against the group right after the event that sent it."""
     out: list[str] = []
     gid = getattr(request, "group_id", None)
-    where = f"{type(request).__name__} {request.request_id!r} answered on {type(event).__name__}"
-
     def bad(name: str, detail: str) -> None:
+        where = f"{type(request).__name__} {request.request_id!r} answered on {type(event).__name__}"
         out.append(_v(name, gid, f"{where}: {detail}"))
 
     if isinstance(response, JoinGroupResponse) and response.error_code is Error.NONE:
@@ -487,8 +506,11 @@ def _check_answer(request: Any, group: Group | None, event: Any, response: Any, 
 
 def _check_parked(before: Group, after: Group | None, event: Any, answers: Mapping[Any, Any]) -> list[str]:
     out = []
+    parked = parked_requests(before)
+    if not parked:
+        return out
     still = parked_requests(after)
-    for rid, (mid, kind) in parked_requests(before).items():
+    for rid, (mid, kind) in parked.items():
         if rid in answers or rid in still:
             continue
         member: Member | None = after.members.get(mid) if after is not None else None

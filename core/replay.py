@@ -138,6 +138,92 @@ def canonical_data(value: Any) -> str:
     return f(value)
 
 
+# ------------------------------------------------------------------ plain data (fast comparison)
+#
+# The same data as nested dicts, lists and scalars (what json.loads of the canonical string
+# gives, except that tuples stay tuples), for a C JSON encoder (orjson.dumps) to serialise:
+# the replay compares that serialisation with the recorded string and only when they differ
+# falls back to the exact comparison (canonical_data, then by value). An encoder that writes
+# a value differently (non-ASCII, floats) therefore costs time, never a wrong answer.
+
+_PLAIN: dict[type, Any] = {}
+_PLAIN_DATA: dict[type, Any] = {}
+
+
+class NotPlain(TypeError):
+    """A value plain_data does not know how to represent; callers use the exact path."""
+
+
+def _plain(value):
+    """A non-int, non-str, non-None value as plain data."""
+    f = _PLAIN.get(type(value))
+    if f is None:
+        f = _make_plain(type(value))
+    return f(value)
+
+
+def _plain_seq(value):
+    for x in value:
+        t = type(x)
+        if t is not str and t is not int and x is not None:
+            return [y if (type(y) is str or type(y) is int or y is None) else _plain(y) for y in value]
+    return value  # only ints, strings and nulls: a JSON array as it is
+
+
+def _identity(value):
+    return value
+
+
+def _make_plain(cls):
+    if attrs.has(cls):
+        data_fn = _make_plain_data(cls)
+        name = cls.__name__
+        f = lambda v: {"type": name, "data": data_fn(v)}  # noqa: E731
+    elif issubclass(cls, Error):
+        f = lambda v: v.name  # noqa: E731
+    elif issubclass(cls, Enum):
+        f = lambda v: _plain_scalar(v.value)  # noqa: E731
+    elif cls is bool or cls is float or cls is int or cls is str or cls is type(None):
+        f = _identity
+    elif cls is bytes:
+        f = lambda v: {"hex": v.hex()}  # noqa: E731
+    elif cls is tuple or cls is list:
+        f = _plain_seq
+    else:
+        raise NotPlain(f"no plain form for {cls.__name__}")
+    _PLAIN[cls] = f
+    return f
+
+
+def _plain_scalar(value):
+    t = type(value)
+    return value if (t is int or t is str or value is None) else _plain(value)
+
+
+def _make_plain_data(cls):
+    f = _PLAIN_DATA.get(cls)
+    if f is not None:
+        return f
+    names = [f.name for f in attrs.fields(cls)]
+    body = "".join(f"    x{i} = v.{n}\n    t = T(x{i})\n    if t is not int and t is not str and x{i} is not None:\n"
+                   f"        x{i} = P(x{i})\n" for i, n in enumerate(names))
+    items = ", ".join(f"{n!r}: x{i}" for i, n in enumerate(names))
+    namespace = {"P": _plain, "T": type}
+    exec(f"def data(v):\n{body}    return {{{items}}}\n", namespace)
+    f = _PLAIN_DATA[cls] = namespace["data"]
+    return f
+
+
+def plain_data(value: Any) -> dict:
+    """The ``data`` of a value's record as plain data (see above); NotPlain if unknown."""
+    f = _PLAIN_DATA.get(type(value))
+    if f is None:
+        if not attrs.has(type(value)):
+            raise NotPlain(f"not a record value: {value!r}")
+        f = _make_plain_data(type(value))
+    return f(value)
+
+
 def record_line(group_id, partition, seq: int, ts_ms: int, direction: str, type_name: str, data: str) -> str:
     """A JSON Lines record, byte for byte ``trace.to_json_line`` of the same record."""
     return ('{"v":1,"group_id":' + ("null" if group_id is None else _jstr(group_id))
@@ -169,7 +255,7 @@ def _value(raw):
     if t is int or t is str or raw is None:
         return raw
     if t is list:
-        return tuple([_value(x) for x in raw])
+        return tuple([x if (type(x) is int or type(x) is str or x is None) else _value(x) for x in raw])
     if t is dict:
         if len(raw) == 2 and "type" in raw and "data" in raw and type(raw["data"]) is dict:
             f = _DECODERS.get(raw["type"])
@@ -193,9 +279,16 @@ def _make_decoder(type_name: str):
         return None
     names = [f.name for f in attrs.fields(cls)]
     keys = frozenset(names)
-    args = ", ".join(f"{n}={'ERR' if n in ('error', 'error_code') else 'V'}(d[{n!r}])" for n in names)
-    namespace = {"C": cls, "V": _value, "ERR": lambda raw: _error(_value(raw)), "KEYS": keys}
-    exec(f"def dec(d):\n    if d.keys() != KEYS:\n        return None\n    return C({args})\n", namespace)
+    # ints, strings and nulls are taken as they are; everything else goes through _value
+    # (errors through _error), without a call per scalar field
+    body = "".join(
+        f"    x{i} = d[{n!r}]\n"
+        + (f"    x{i} = ERR(x{i})\n" if n in ("error", "error_code") else
+           f"    t = T(x{i})\n    if t is not int and t is not str and x{i} is not None:\n        x{i} = V(x{i})\n")
+        for i, n in enumerate(names))
+    args = ", ".join(f"{n}=x{i}" for i, n in enumerate(names))
+    namespace = {"C": cls, "V": _value, "T": type, "ERR": lambda raw: _error(_value(raw)), "KEYS": keys}
+    exec(f"def dec(d):\n    if d.keys() != KEYS:\n        return None\n{body}    return C({args})\n", namespace)
     _DECODERS[type_name] = namespace["dec"]
     return namespace["dec"]
 
@@ -380,9 +473,10 @@ class UnitReplay:
     """Replays one unit (a group stream, or an instance recording) record by record."""
 
     def __init__(self, group_id: str | None, config: CoordinatorConfig, *, outputs: bool = True,
-                 scope: str = GROUP, check_invariants: bool = True, loads=json_loads) -> None:
+                 scope: str = GROUP, check_invariants: bool = True, loads=json_loads, dumps=None) -> None:
         self.group_id = group_id
         self._json = loads
+        self._dumps = dumps  # a JSON encoder of plain data to bytes (orjson.dumps): the fast comparison
         self.config = config
         self.outputs = outputs
         self.scope = scope
@@ -413,6 +507,7 @@ class UnitReplay:
         self._answered: list = []
         self._held = None
         self._group_id_check = group_id if scope == GROUP else None
+        self._group_key = ("g", group_id)
 
     # ----------------------------------------------------------- the entry point
 
@@ -421,30 +516,17 @@ class UnitReplay:
             self.skipped += 1
             return
         self.records += 1
-        self._where = (file, line, seq, direction, type_name, ts_ms, group_id)
+        where = self._where = (file, line, seq, direction, type_name, ts_ms, group_id)
         try:
-            if type_name == MALFORMED_ROW:  # a reader's placeholder for a line it could not parse
-                self._stop(MALFORMED, tc.RECORD_WELL_FORMED, str(data))
-            if v != trace.VERSION:
-                self._stop(MALFORMED, tc.RECORD_WELL_FORMED,
-                           f"trace version {v!r}, this reader knows {trace.VERSION}")
-            if direction == "in":
-                if type_name not in trace.EVENT_TYPES:
-                    self._stop(MALFORMED, tc.RECORD_WELL_FORMED, f"unknown in type {type_name!r}")
-            elif direction == "out":
-                if type_name not in trace.COMMAND_TYPES:
-                    self._stop(MALFORMED, tc.RECORD_WELL_FORMED, f"unknown out type {type_name!r}")
+            # the well-formed record, in one test; anything else takes the checks one by one
+            if not (v == 1 and type(seq) is int and type(ts_ms) is int and type(data) is str
+                    and (type_name in _EVENT_TYPES if direction == "in"
+                         else direction == "out" and type_name in _COMMAND_TYPES)):
+                self._check_record(v, seq, ts_ms, direction, type_name, data)
+            if group_id is None or group_id != self._group_id_check:
+                scope = self._scope_of(group_id, partition)
             else:
-                self._stop(MALFORMED, tc.RECORD_WELL_FORMED, f"dir must be 'in' or 'out', not {direction!r}")
-            if type(seq) is not int or type(ts_ms) is not int or not isinstance(data, str):
-                self._stop(MALFORMED, tc.RECORD_WELL_FORMED, "seq and ts_ms must be integers, data a JSON object")
-            if self.scope == GROUP and group_id != self._group_id_check:
-                self._stop(CONTRACT, tc.SEQUENCE_ORDER,
-                           f"record of group {group_id!r} inside the stream of {self._group_id_check!r}"
-                           if group_id is not None else
-                           "a record without group_id in a group-scoped trace (a shared coordinator's "
-                           "recording: replay it with scope 'instance')")
-            scope = ("g", group_id) if group_id is not None else ("p", partition)
+                scope = self._group_key
             expected = self._seq.get(scope, 0)
             if seq != expected:
                 what = "repeated" if seq < expected else "missing records before it"
@@ -457,11 +539,43 @@ class UnitReplay:
             self._last_ts[scope] = ts_ms
             # One record of lookahead: a record is replayed once the next one has passed the
             # sequence and time checks, so a record out of order is reported as such.
-            held, self._held = self._held, (direction, type_name, data, ts_ms, self._where)
+            held = self._held
+            self._held = (direction, type_name, data, ts_ms, where)
             if held is not None:
-                self._process(held)
+                direction, type_name, data, ts_ms, self._where = held
+                if direction == "in":
+                    self._input(type_name, data, ts_ms)
+                else:
+                    self._output(type_name, data, ts_ms)
         except _Stop:
             pass
+
+    def _check_record(self, v, seq, ts_ms, direction, type_name, data) -> None:
+        if type_name == MALFORMED_ROW:  # a reader's placeholder for a line it could not parse
+            self._stop(MALFORMED, tc.RECORD_WELL_FORMED, str(data))
+        if v != trace.VERSION:
+            self._stop(MALFORMED, tc.RECORD_WELL_FORMED,
+                       f"trace version {v!r}, this reader knows {trace.VERSION}")
+        if direction == "in":
+            if type_name not in trace.EVENT_TYPES:
+                self._stop(MALFORMED, tc.RECORD_WELL_FORMED, f"unknown in type {type_name!r}")
+        elif direction == "out":
+            if type_name not in trace.COMMAND_TYPES:
+                self._stop(MALFORMED, tc.RECORD_WELL_FORMED, f"unknown out type {type_name!r}")
+        else:
+            self._stop(MALFORMED, tc.RECORD_WELL_FORMED, f"dir must be 'in' or 'out', not {direction!r}")
+        if type(seq) is not int or type(ts_ms) is not int or not isinstance(data, str):
+            self._stop(MALFORMED, tc.RECORD_WELL_FORMED, "seq and ts_ms must be integers, data a JSON object")
+
+    def _scope_of(self, group_id, partition):
+        """The sequence a record belongs to (after checking it belongs to this unit)."""
+        if self.scope == GROUP and group_id != self._group_id_check:
+            self._stop(CONTRACT, tc.SEQUENCE_ORDER,
+                       f"record of group {group_id!r} inside the stream of {self._group_id_check!r}"
+                       if group_id is not None else
+                       "a record without group_id in a group-scoped trace (a shared coordinator's "
+                       "recording: replay it with scope 'instance')")
+        return ("g", group_id) if group_id is not None else ("p", partition)
 
     def _process(self, held) -> None:
         direction, type_name, data, ts_ms, self._where = held
@@ -684,9 +798,28 @@ class UnitReplay:
                 self._first_mismatch = (index, None, self._where)
             else:
                 replayed = self._pending[index]
-                if type(replayed).__name__ != type_name or not _same_data(data, canonical_data(replayed)):
+                if type(replayed).__name__ != type_name:
                     self._first_mismatch = (index, replayed, self._where)
+                else:
+                    # the fast comparison inline (see _same), the exact one when it fails
+                    dumps, plain = self._dumps, _PLAIN_DATA.get(type(replayed))
+                    try:
+                        same = dumps is not None and plain is not None and dumps(plain(replayed)) == data.encode()
+                    except (TypeError, ValueError, UnicodeError):
+                        same = False
+                    if not same and not self._same(data, replayed):
+                        self._first_mismatch = (index, replayed, self._where)
         self._matched = index + 1
+
+    def _same(self, data: str, replayed) -> bool:
+        dumps = self._dumps
+        if dumps is not None:
+            try:
+                if dumps(plain_data(replayed)) == data.encode():
+                    return True
+            except (TypeError, ValueError, UnicodeError):  # NotPlain, or what the encoder refuses
+                pass
+        return _same_data(data, canonical_data(replayed))
 
     def _close_step(self) -> None:
         event = self._step_event
@@ -747,6 +880,8 @@ class UnitReplay:
 
 
 _NO_REQUEST = object()
+_EVENT_TYPES = frozenset(trace.EVENT_TYPES)
+_COMMAND_TYPES = frozenset(trace.COMMAND_TYPES)
 _GROUP_NAMED = re.compile(r"group '((?:[^'\\]|\\.)*)'")
 _FULL_CHECK_RESPONSES = (cmd.JoinGroupResponse, cmd.SyncGroupResponse)
 
@@ -764,16 +899,16 @@ class StreamReplayer:
     Holds the open unit across batches; ``feed`` returns the units finished so far."""
 
     def __init__(self, config: CoordinatorConfig | None = None, *, outputs: bool = True, scope: str = GROUP,
-                 check_invariants: bool = True, loads=json_loads) -> None:
+                 check_invariants: bool = True, loads=json_loads, dumps=None) -> None:
         self.config = config or CoordinatorConfig()
         self.outputs, self.scope, self.check_invariants = outputs, scope, check_invariants
-        self.loads = loads
+        self.loads, self.dumps = loads, dumps
         self.current: UnitReplay | None = None
         self._current_key = object()
 
     def _open(self, key, group_id) -> UnitReplay:
         return UnitReplay(group_id, self.config, outputs=self.outputs, scope=self.scope,
-                          check_invariants=self.check_invariants, loads=self.loads)
+                          check_invariants=self.check_invariants, loads=self.loads, dumps=self.dumps)
 
     def feed(self, v, group_id, partition, seq, ts_ms, direction, type_name, data, file=None, line=None,
              unit_keys=None) -> list[UnitResult]:
@@ -784,15 +919,16 @@ class StreamReplayer:
         n = len(seq)
         files = file if file is not None else [None] * n
         lines = line if line is not None else [None] * n
-        for i in range(n):
-            key = keys[i]
-            if current is None or key != current_key:
+        record = current.record if current is not None else None
+        for key, v_, gid, part, seq_, ts, d, tn, data_, f, ln in zip(
+                keys, v, group_id, partition, seq, ts_ms, direction, type_name, data, files, lines):
+            if key != current_key or current is None:
                 if current is not None:
                     done.append(current.finish())
-                current = self.current = self._open(key, group_id[i] if unit_keys is None else None)
+                current = self.current = self._open(key, gid if unit_keys is None else None)
                 current_key = self._current_key = key
-            current.record(v[i], group_id[i], partition[i], seq[i], ts_ms[i], direction[i], type_name[i], data[i],
-                           files[i], lines[i])
+                record = current.record
+            record(v_, gid, part, seq_, ts, d, tn, data_, f, ln)
         return done
 
     def finish(self) -> list[UnitResult]:

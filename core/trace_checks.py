@@ -71,6 +71,7 @@ CORE_RAISES_NOTHING = _name("core_raises_nothing", "Coordinator.handle never rai
 CHECK_NAMES: tuple[str, ...] = tuple(CHECKS)
 
 _MEMBER_REQUESTS = (ev.Heartbeat, ev.SyncGroup, ev.OffsetCommit)
+_ANSWER_CHECKED = (ev.JoinGroup,) + _MEMBER_REQUESTS
 
 
 def _v(name: str, group_id: Any, detail: str) -> str:
@@ -148,7 +149,7 @@ class InstanceChecks:
                             for instance, member in group.static_members.items():
                                 self.instance_of[member] = instance
                     out += self._join(request.group_id, response)
-                if isinstance(request, (ev.JoinGroup,) + _MEMBER_REQUESTS):
+                if isinstance(request, _ANSWER_CHECKED):
                     out += check_answer(request, group_at_request(command.request_id), response)
             elif tc is Write:
                 for record in command.records:
