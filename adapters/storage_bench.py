@@ -36,7 +36,7 @@ from groupcoord.core.coordinator import Coordinator, partition_for
 from groupcoord.core.events import LoadPartition
 
 from .kafka_client import KafkaClient
-from .server_bench import _free_port, tansu_binary
+from .server_bench import _free_port, stop_process, tansu_binary
 
 PARTITIONS = 50
 TOPIC_PARTITIONS = 100
@@ -64,13 +64,7 @@ class _Serve:
             raise RuntimeError(f"groupcoord serve exited with {self.proc.wait()}")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        stop_process(self.proc, 30)
 
 
 async def _commits(port: int, connections: int, seconds: float) -> tuple[float, float]:

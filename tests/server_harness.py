@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from groupcoord.adapters.server_bench import tansu_binary  # noqa: F401  (re-exported for the tests)
+from groupcoord.adapters.server_bench import stop_process, tansu_binary  # noqa: F401  (tansu_binary: for the tests)
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "client_worker.py"
@@ -493,11 +493,5 @@ class Tansu:
         wait_until(up, 30, "Tansu to listen")
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        stop_process(self.proc)
         self._log.close()
