@@ -676,24 +676,10 @@ def core_event(e: F, built: Built):
         uuid = Ids.name(e["uuid"]) if e["uuid"] is not None else "unused"
         if e["uuid"] is not None:
             built.alpha.ids.learn(e["uuid"], CLIENT, inst(e["inst"]))
-        return ev.JoinGroup(request_id=REQ, now_ms=NOW_MS, version=e["v"], client_id=CLIENT, group_id=GROUP,
-                            session_timeout_ms=SESSION_MS, rebalance_timeout_ms=e["rto"], member_id=member(e["mid"]),
-                            group_instance_id=inst(e["inst"]), protocol_type=e["ptype"],
-                            protocols=core_protocols(e["protos"]), new_member_uuid=uuid)
-    if t == "SyncGroup":
-        asg = e["asg"] if isinstance(e["asg"], dict) else {}
-        return ev.SyncGroup(request_id=REQ, now_ms=NOW_MS, version=5, client_id=CLIENT, group_id=GROUP,
-                            generation_id=e["gen"], member_id=member(e["mid"]), group_instance_id=inst(e["inst"]),
-                            protocol_type=e["ptype"], protocol_name=e["pname"],
-                            assignments=tuple((cid(m), sbytes(b)) for m, b in asg.items()))
-    if t == "Heartbeat":
-        return ev.Heartbeat(request_id=REQ, now_ms=NOW_MS, version=4, client_id=CLIENT, group_id=GROUP,
-                            generation_id=e["gen"], member_id=member(e["mid"]), group_instance_id=inst(e["inst"]))
-    if t == "LeaveGroup":
-        return ev.LeaveGroup(request_id=REQ, now_ms=NOW_MS, version=3, client_id=CLIENT, group_id=GROUP,
-                             members=tuple(ev.MemberIdentity(member(x["mid"]), inst(x["inst"])) for x in e["ids"]))
-    if t == "DeleteGroups":
-        return ev.DeleteGroups(request_id=REQ, now_ms=NOW_MS, version=2, client_id=CLIENT, groups_names=(GROUP,))
+    else:
+        uuid = None
+    if is_client(e):
+        return client_request(e, REQ, NOW_MS, member, uuid)
     if t == "TimerFired":
         key = e["key"]
         if key[0] == "hb":
@@ -710,6 +696,35 @@ def core_event(e: F, built: Built):
     if t == "UnloadPartition":
         return ev.UnloadPartition(now_ms=NOW_MS, partition=PARTITION)
     raise ValueError(f"no core event for {t}")
+
+
+def client_request(e: F, request_id, now_ms: int, member, uuid: str | None = None,
+                   session_timeout_ms: int = SESSION_MS):
+    """The core's request for a spec client event; ``member`` maps a spec member id to the
+    core's, ``uuid`` is the new member uuid a JoinGroup carries."""
+    t = e["type"]
+    if t == "DeleteGroups":
+        return ev.DeleteGroups(request_id=request_id, now_ms=now_ms, client_id=CLIENT, version=2,
+                               groups_names=(GROUP,))
+    common = dict(request_id=request_id, now_ms=now_ms, client_id=CLIENT, group_id=GROUP)
+    inst = lambda i: None if i is None else Ids.name(i)  # noqa: E731
+    if t == "JoinGroup":
+        return ev.JoinGroup(**common, version=e["v"], session_timeout_ms=session_timeout_ms,
+                            rebalance_timeout_ms=e["rto"], member_id=member(e["mid"]),
+                            group_instance_id=inst(e["inst"]), protocol_type=e["ptype"],
+                            protocols=core_protocols(e["protos"]), new_member_uuid=uuid)
+    if t == "SyncGroup":
+        asg = e["asg"] if isinstance(e["asg"], dict) else {}
+        return ev.SyncGroup(**common, version=5, generation_id=e["gen"], member_id=member(e["mid"]),
+                            group_instance_id=inst(e["inst"]), protocol_type=e["ptype"], protocol_name=e["pname"],
+                            assignments=tuple((member(m), sbytes(b)) for m, b in asg.items()))
+    if t == "Heartbeat":
+        return ev.Heartbeat(**common, version=4, generation_id=e["gen"], member_id=member(e["mid"]),
+                            group_instance_id=inst(e["inst"]))
+    if t == "LeaveGroup":
+        return ev.LeaveGroup(**common, version=3, members=tuple(
+            ev.MemberIdentity(member(x["mid"]), inst(x["inst"])) for x in e["ids"]))
+    raise ValueError(f"not a client request: {t}")
 
 
 def is_client(e: F) -> bool:

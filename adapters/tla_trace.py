@@ -36,7 +36,8 @@ from .tla_model import (
     Model,
     OutOfModel,
     apply_timers,
-    core_protocols,
+    client_request,
+    is_client,
     spec_inputs,
     timer_key,
 )
@@ -209,31 +210,11 @@ def _core_event(e: F, rec: _Recorder, k: int, writes: list[int]):
                 return core_id
         return known[-1] if known else f"{CLIENT}-{m}"
 
-    def inst(i):
-        return None if i is None else Ids.name(i)
-
-    rid = ("r", k)
-    if t == "JoinGroup":
-        # A fresh uuid each time: the core's ids are <client or instance>-<uuid>, the spec's the
-        # uuid, so a reused uuid would name two core members alike.
-        uuid = f"u{k}" if e["uuid"] is not None else f"unused{k}"
-        return ev.JoinGroup(request_id=rid, now_ms=now, version=e["v"], client_id=CLIENT, group_id=GROUP,
-                            session_timeout_ms=10000, rebalance_timeout_ms=e["rto"], member_id=cid(e["mid"]),
-                            group_instance_id=inst(e["inst"]), protocol_type=e["ptype"],
-                            protocols=core_protocols(e["protos"]), new_member_uuid=uuid)
-    if t == "SyncGroup":
-        asg = e["asg"] if isinstance(e["asg"], dict) else {}
-        return ev.SyncGroup(request_id=rid, now_ms=now, version=5, client_id=CLIENT, group_id=GROUP,
-                            generation_id=e["gen"], member_id=cid(e["mid"]), group_instance_id=inst(e["inst"]),
-                            assignments=tuple((cid(m), b"A") for m in asg))
-    if t == "Heartbeat":
-        return ev.Heartbeat(request_id=rid, now_ms=now, version=4, client_id=CLIENT, group_id=GROUP,
-                            generation_id=e["gen"], member_id=cid(e["mid"]), group_instance_id=inst(e["inst"]))
-    if t == "LeaveGroup":
-        return ev.LeaveGroup(request_id=rid, now_ms=now, version=3, client_id=CLIENT, group_id=GROUP,
-                             members=tuple(ev.MemberIdentity(cid(x["mid"]), inst(x["inst"])) for x in e["ids"]))
-    if t == "DeleteGroups":
-        return ev.DeleteGroups(request_id=rid, now_ms=now, version=2, client_id=CLIENT, groups_names=(GROUP,))
+    if is_client(e):
+        # A fresh uuid for each JoinGroup: the core's ids are <client or instance>-<uuid>, the
+        # spec's the uuid, so a reused uuid would name two core members alike.
+        uuid = (f"u{k}" if e["uuid"] is not None else f"unused{k}") if t == "JoinGroup" else None
+        return client_request(e, ("r", k), now, cid, uuid, session_timeout_ms=10000)
     if t == "TimerFired":
         key = e["key"]
         core_key = next(k for k in rec.timers if timer_key(k, rec.alpha.ids) == tuple(key))
