@@ -451,7 +451,8 @@ def check_commands(before_groups: Mapping[str, Group], after_groups: Mapping[str
     out += _check_writes(before_groups, after_groups, event, commands)
     for gid, after in after_groups.items():
         before = before_groups.get(gid)
-        if before is not None and after.generation_id == before.generation_id + 1:
+        if before is not None and after.generation_id == before.generation_id + 1 \
+                and not reverted_recreation(before, after, event):
             out += _check_completion(before, after, responds, commands)
     return out
 
