@@ -37,6 +37,8 @@ from typing import Any, Callable
 from . import events as ev
 from .commands import GroupMetadataRecord, GroupTombstone, JoinGroupResponse, Respond, Write
 from .errors import Error
+from .invariants import _v  # one message format for every check
+from .invariants import _valid_member as _valid
 from .model import Group
 from .states import EMPTY
 
@@ -72,16 +74,6 @@ CHECK_NAMES: tuple[str, ...] = tuple(CHECKS)
 
 _MEMBER_REQUESTS = (ev.Heartbeat, ev.SyncGroup, ev.OffsetCommit)
 _ANSWER_CHECKED = (ev.JoinGroup,) + _MEMBER_REQUESTS
-
-
-def _v(name: str, group_id: Any, detail: str) -> str:
-    return f"{name}: group {group_id!r}: {detail}"
-
-
-def _valid(group: Group, member_id: str, instance_id: str | None) -> bool:
-    if instance_id is not None and group.static_members.get(instance_id) != member_id:
-        return False
-    return member_id in group.members
 
 
 def check_answer(request: Any, group: Group | None, response: Any) -> list[str]:
