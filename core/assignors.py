@@ -202,6 +202,13 @@ class _Reader:
     def int32(self) -> int:
         return self._take(">i", 4)
 
+    def _slice(self, n: int, what: str):
+        if self.pos + n > len(self.data):
+            raise AssignorError(f"{self.what}: truncated {what} at byte {self.pos}")
+        raw = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return raw
+
     def at_end(self) -> bool:
         return self.pos >= len(self.data)
 
@@ -209,10 +216,7 @@ class _Reader:
         n = self.int16()
         if n < 0:
             return None
-        if self.pos + n > len(self.data):
-            raise AssignorError(f"{self.what}: truncated string at byte {self.pos}")
-        raw = self.data[self.pos:self.pos + n]
-        self.pos += n
+        raw = self._slice(n, "string")
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -228,11 +232,7 @@ class _Reader:
         n = self.int32()
         if n < 0:
             return None
-        if self.pos + n > len(self.data):
-            raise AssignorError(f"{self.what}: truncated bytes at byte {self.pos}")
-        raw = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return bytes(raw)
+        return bytes(self._slice(n, "bytes"))
 
     def count(self) -> int:
         n = self.int32()
