@@ -3,8 +3,9 @@
 Spark (``--master``): Parquet traces are read by Spark with each row's file and row number
 (``_metadata``); JSON Lines traces are read by the Python workers from a list of files, so a
 bad line is reported with its file and line. Group-scoped traces are then
-``repartition(N, "group_id").sortWithinPartitions("group_id", "seq")`` and replayed by
-``mapInArrow``: each task walks its Arrow batches with one ``core.replay.StreamReplayer``
+``repartition(N, "group_id").sortWithinPartitions("group_id", "seq")`` (or, when the
+manifest promises that no group spans files, read one Parquet file per task and only sorted
+within it) and replayed by ``mapInArrow``: each task walks its Arrow batches with one ``core.replay.StreamReplayer``
 that keeps the open group across batches and emits one row per group with a finding plus
 one row of totals. Instance-scoped traces (a shared coordinator's recording) are replayed
 file by file, in written order, by the task that reads the file. Nothing of the trace is
@@ -149,13 +150,24 @@ def _result_batch(rows: list[dict]):
     return pa.RecordBatch.from_pylist([{n: r.get(n) for n, _ in RESULT_FIELDS} for r in rows], schema=schema)
 
 
+def _column_values(column) -> list:
+    """An Arrow column as a list; a column holding one value throughout (the file path of a
+    batch from one file) is converted once, not once per row."""
+    if column.type == "string" and len(column) > 1:
+        import pyarrow.compute as pc
+
+        distinct = pc.unique(column)
+        if len(distinct) == 1:
+            return [distinct[0].as_py()] * len(column)
+    return column.to_pylist()
+
+
 def replay_batches(batches: Iterator, options: dict) -> Iterator:
     """mapInArrow function: sorted trace batches in, result rows out."""
     with fewer_collections():
         job = PartitionReplay(options)
         for batch in batches:
-            cols = {name: batch.column(name).to_pylist() for name in batch.schema.names}
-            job.feed(cols)
+            job.feed({name: _column_values(batch.column(name)) for name in batch.schema.names})
             if len(job.rows) >= 1000:
                 yield _result_batch(job.rows)
                 job.rows = []
@@ -225,6 +237,26 @@ def spark_session(master: str | None = "local[*]", app: str = "groupcoord-replay
     return spark
 
 
+@contextlib.contextmanager
+def _one_task_per_file(spark, files):
+    """Plan file scans with one whole file per task: Spark splits files larger than
+    ``maxPartitionBytes`` and packs files into a task until their sizes plus an
+    ``openCostInBytes`` per file pass it; both at the largest file's size do neither."""
+    keys = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes")
+    old = {k: spark.conf.get(k, None) for k in keys}
+    size = str(max(os.path.getsize(f) for f in files) + 1)
+    for k in keys:
+        spark.conf.set(k, size)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
 def default_partitions(spark) -> int:
     return max(4, 4 * spark.sparkContext.defaultParallelism)
 
@@ -242,6 +274,10 @@ def spark_replay(spark, path: str, out: str, *, partitions: int | None = None, i
     options = {"config": meta.get("config") or {}, "outputs": meta.get("outputs", True),
                "scope": meta.get("scope", "group"), "invariants": invariants}
     n = partitions or default_partitions(spark)
+    # a manifest promising that no group spans files lets each Parquet file be one task's
+    # input: the shuffle that would bring each group together is not needed (a broken
+    # promise shows up as groups whose records start past seq 0, never as a silent pass)
+    whole_files = fmt == "parquet" and options["scope"] == "group" and not meta.get("groups_span_files", True)
     started = time.perf_counter()
     if options["scope"] == "instance":
         paths = spark.createDataFrame([(str(f),) for f in files], "path string").repartition(min(n, len(files)))
@@ -257,13 +293,18 @@ def spark_replay(spark, path: str, out: str, *, partitions: int | None = None, i
             paths = spark.createDataFrame([(str(f),) for f in files], "path string").repartition(
                 min(n, len(files)))
             df = paths.mapInArrow(read_jsonl_files, trace_io.SPARK_SCHEMA + ", file string, line long")
-        result = (df.repartition(n, "group_id").sortWithinPartitions("group_id", "seq")
-                  .mapInArrow(lambda it: replay_batches(it, options), RESULT_SCHEMA))
+        if whole_files:
+            # each file is read by one task and holds whole groups: no shuffle, a local sort
+            df = df.sortWithinPartitions("group_id", "seq")
+        else:
+            df = df.repartition(n, "group_id").sortWithinPartitions("group_id", "seq")
+        result = df.mapInArrow(lambda it: replay_batches(it, options), RESULT_SCHEMA)
     out_path = Path(out)
     if out_path.exists():
         shutil.rmtree(out_path)
     out_path.mkdir(parents=True)
-    result.write.parquet(str(out_path / "findings.parquet"))
+    with _one_task_per_file(spark, files) if whole_files else contextlib.nullcontext():
+        result.write.parquet(str(out_path / "findings.parquet"))
     seconds = time.perf_counter() - started
     rows = spark.read.parquet(str(out_path / "findings.parquet"))
     totals_row = rows.filter("row_kind = 'task'").agg(*[F.sum(c).alias(c) for c in (
