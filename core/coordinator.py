@@ -56,6 +56,7 @@ from .commands import (
 from .config import CoordinatorConfig
 from .draft import GroupDraft
 from .errors import Error, translate_operation_error
+from .frozen import evolve, frozen
 from .membership import Membership, MemberError, _subscribed_topics
 from .model import EMPTY_MAP, Group, Member, OffsetEntry
 from .states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
@@ -75,7 +76,7 @@ def partition_for(group_id: str, num_partitions: int) -> int:
     return h % num_partitions
 
 
-@attrs.frozen
+@frozen
 class PendingWrite:
     write_id: int
     partition: int
@@ -341,7 +342,7 @@ class Coordinator(Membership):
             callbacks = tuple(c + (group,) if c[0] == "new_group" and c[1] == group_id and len(c) == 3 else c
                               for c in write.callbacks)
             if callbacks != write.callbacks:
-                self._writes[write_id] = attrs.evolve(write, callbacks=callbacks)
+                self._writes[write_id] = evolve(write, callbacks=callbacks)
                 return
 
     def _set_offsets(self, partition: int, changes) -> None:

@@ -8,22 +8,25 @@ count, leader) is maintained here, in one place.
 
 from __future__ import annotations
 
+import operator
 from types import MappingProxyType
 
 import attrs
 
+from .frozen import evolve
 from .model import Group, Member, Parked
 from .states import LEGAL_PREVIOUS, GroupState, IllegalTransition
 
 _FIELDS = tuple(f.name for f in attrs.fields(Group))
+_values = operator.attrgetter(*_FIELDS)  # a Group's or a draft's fields, in one call
 
 
 class GroupDraft:
     __slots__ = _FIELDS
 
     def __init__(self, group: Group):
-        for name in _FIELDS:
-            object.__setattr__(self, name, getattr(group, name))
+        for set_field, value in zip(_SETTERS, _values(group)):
+            set_field(self, value)
         self.members = dict(group.members)
         self.static_members = dict(group.static_members)
         self.pending_members = set(group.pending_members)
@@ -31,7 +34,7 @@ class GroupDraft:
         self.protocol_counts = dict(group.protocol_counts)
 
     def freeze(self) -> Group:
-        values = {name: getattr(self, name) for name in _FIELDS}
+        values = dict(zip(_FIELDS, _values(self)))
         values["members"] = MappingProxyType(self.members)
         values["static_members"] = MappingProxyType(self.static_members)
         values["pending_members"] = frozenset(self.pending_members)
@@ -104,7 +107,7 @@ class GroupDraft:
         self._count(old, -1)
         if old.awaiting_join is not None:
             self.num_awaiting_join -= 1
-        new = attrs.evolve(old, member_id=new_id, awaiting_join=None, awaiting_sync=None, is_new=False)
+        new = evolve(old, member_id=new_id, awaiting_join=None, awaiting_sync=None, is_new=False)
         self.members[new_id] = new
         self._count(new, +1)
         self.static_members[instance_id] = new_id
@@ -116,7 +119,7 @@ class GroupDraft:
 
     def update(self, member: Member, protocols, rebalance_timeout_ms: int, session_timeout_ms: int,
                parked: Parked | None) -> Member:
-        updated = attrs.evolve(member, protocols=protocols, rebalance_timeout_ms=rebalance_timeout_ms,
+        updated = evolve(member, protocols=protocols, rebalance_timeout_ms=rebalance_timeout_ms,
                                session_timeout_ms=session_timeout_ms, awaiting_join=parked)
         self.put(updated)
         return updated
@@ -146,3 +149,6 @@ class GroupDraft:
             choice = member.vote(candidates)
             votes[choice] = votes.get(choice, 0) + 1
         return max(votes, key=votes.__getitem__)
+
+
+_SETTERS = tuple(getattr(GroupDraft, name).__set__ for name in _FIELDS)

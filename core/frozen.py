@@ -8,6 +8,8 @@ immutability, defaults, kw_only) stays attrs'.
 
 from __future__ import annotations
 
+import operator
+
 import attrs
 
 
@@ -34,3 +36,22 @@ def frozen(maybe_cls=None, *, kw_only: bool = False):
         return cls
 
     return wrap if maybe_cls is None else wrap(maybe_cls)
+
+
+_FIELD_NAMES: dict[type, tuple] = {}
+
+
+def evolve(inst, **changes):
+    """``attrs.evolve`` for the values built per event: a copy of ``inst`` with ``changes``,
+    made through the class's ``__init__`` as attrs does, with the fields read in one call."""
+    cls = type(inst)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        fields = attrs.fields(cls)
+        if len(fields) < 2 or any(not f.init or f.alias != f.name for f in fields):
+            return attrs.evolve(inst, **changes)  # init names differ from field names
+        names = _FIELD_NAMES[cls] = (tuple(f.name for f in fields), operator.attrgetter(*[f.name for f in fields]))
+    field_names, values = names
+    kwargs = dict(zip(field_names, values(inst)))
+    kwargs.update(changes)
+    return cls(**kwargs)

@@ -9,8 +9,6 @@ shared/reference/kafka-classic-semantics.md. Methods here work on a GroupDraft o
 
 from __future__ import annotations
 
-import attrs
-
 from .commands import (
     GroupMetadataRecord,
     HeartbeatResponse,
@@ -31,6 +29,7 @@ from .consumer_protocol import subscription_topics
 from .draft import GroupDraft
 from .errors import Error, translate_append_error
 from .events import Heartbeat, JoinGroup, LeaveGroup, SyncGroup
+from .frozen import evolve
 from .model import Group, Member, Parked
 from .states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 
@@ -234,13 +233,13 @@ class Membership:
                 return
             g = self._edit(gid)
             member = g.members[new_id]
-            g.put(attrs.evolve(member, awaiting_join=None))
+            g.put(evolve(member, awaiting_join=None))
             if version >= 9:
                 is_leader = g.leader_id == new_id
-                response = attrs.evolve(self._join_response(g, new_id, with_members=is_leader),
+                response = evolve(self._join_response(g, new_id, with_members=is_leader),
                                         skip_assignment=is_leader)
             else:
-                response = attrs.evolve(self._join_response(g, new_id, with_members=False),
+                response = evolve(self._join_response(g, new_id, with_members=False),
                                         leader=previous_leader or "")
             self._respond(request_id, response)
             return
@@ -282,13 +281,13 @@ class Membership:
             if reset or assignments is not None:
                 new_assignment = b"" if reset else assignments.get(mid, b"")
                 if new_assignment != member.assignment:
-                    member = attrs.evolve(member, assignment=new_assignment)
+                    member = evolve(member, assignment=new_assignment)
                     g.put(member)
             if member.awaiting_sync is not None:
                 self._respond(member.awaiting_sync.request_id, SyncGroupResponse(
                     error_code=error, protocol_type=g.protocol_type if ok else None,
                     protocol_name=g.protocol_name if ok else None, assignment=member.assignment))
-                g.put(attrs.evolve(member, awaiting_sync=None))
+                g.put(evolve(member, awaiting_sync=None))
                 self._arm(heartbeat_key(g.partition, g.group_id, mid), member.session_timeout_ms)
 
     # ------------------------------------------------------- join completion (§3.3)
@@ -321,10 +320,10 @@ class Membership:
             if member.awaiting_join is not None:
                 response = self._join_response(g, mid, with_members=False)
                 if mid == g.leader_id:
-                    response = attrs.evolve(response, members=leader_members)
+                    response = evolve(response, members=leader_members)
                 self._respond(member.awaiting_join.request_id, response)
             self._arm(heartbeat_key(g.partition, g.group_id, mid), member.session_timeout_ms)
-            g.put(attrs.evolve(member, awaiting_join=None, is_new=False))
+            g.put(evolve(member, awaiting_join=None, is_new=False))
             g.pending_sync.add(mid)
         self._arm(sync_key(g.partition, g.group_id), g.rebalance_timeout_ms, g.generation_id)
 
@@ -372,7 +371,7 @@ class Membership:
         g = self._edit(req.group_id)
         member = g.members[req.member_id]
         if g.state is COMPLETING_REBALANCE:
-            g.put(attrs.evolve(member, awaiting_sync=Parked(req.request_id, req.version)))
+            g.put(evolve(member, awaiting_sync=Parked(req.request_id, req.version)))
             self._remove_pending_sync(g, req.member_id)
             if req.member_id == g.leader_id:
                 assignments = dict(req.assignments)
@@ -483,7 +482,7 @@ class Membership:
         self._cancel(heartbeat_key(g.partition, g.group_id, member_id))
         if member.awaiting_join is not None:
             self._respond(member.awaiting_join.request_id, JoinGroupResponse(error_code=Error.UNKNOWN_MEMBER_ID))
-            member = attrs.evolve(member, awaiting_join=None)
+            member = evolve(member, awaiting_join=None)
             g.put(member)
         g.remove(member_id)
 
@@ -505,7 +504,7 @@ class Membership:
         g = self._edit(gid)
         if member.awaiting_join is not None:
             self._respond(member.awaiting_join.request_id, JoinGroupResponse(error_code=Error.UNKNOWN_MEMBER_ID))
-            g.put(attrs.evolve(member, awaiting_join=None))
+            g.put(evolve(member, awaiting_join=None))
         g.remove(mid)
         if g.state in (STABLE, COMPLETING_REBALANCE):
             self._rebalance_or_complete_join(g)

@@ -9,14 +9,13 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Mapping
 
-import attrs
-
+from .frozen import frozen
 from .states import DEAD, EMPTY, GroupState
 
 EMPTY_MAP: Mapping[Any, Any] = MappingProxyType({})
 
 
-@attrs.frozen
+@frozen
 class Parked:
     """A request the coordinator holds unanswered (a JoinGroup or SyncGroup)."""
 
@@ -24,7 +23,7 @@ class Parked:
     version: int
 
 
-@attrs.frozen
+@frozen
 class Member:
     member_id: str
     group_instance_id: str | None
@@ -61,7 +60,7 @@ class Member:
         return not self.is_new and (self.awaiting_join is not None or self.awaiting_sync is not None)
 
 
-@attrs.frozen
+@frozen
 class Group:
     group_id: str
     partition: int
@@ -96,7 +95,7 @@ class Group:
 _CAN_REBALANCE = frozenset({EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE})
 
 
-@attrs.frozen
+@frozen
 class OffsetEntry:
     """A committed offset as stored (the value of Kafka's OffsetCommit record)."""
 
