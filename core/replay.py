@@ -140,88 +140,43 @@ def canonical_data(value: Any) -> str:
 
 # ------------------------------------------------------------------ plain data (fast comparison)
 #
-# The same data as nested dicts, lists and scalars (what json.loads of the canonical string
-# gives, except that tuples stay tuples), for a C JSON encoder (orjson.dumps) to serialise:
-# the replay compares that serialisation with the recorded string and only when they differ
-# falls back to the exact comparison (canonical_data, then by value). An encoder that writes
-# a value differently (non-ASCII, floats) therefore costs time, never a wrong answer.
+# A value's fields as a dict (``plain_data``), for a C JSON encoder (orjson.dumps) to
+# serialise with ``default=plain_default`` for what it does not know: nested record values
+# become {"type", "data"}, bytes {"hex"}. Error codes are written by name, which the
+# dict does for fields (orjson writes an IntEnum as its number). The replay compares that
+# serialisation with the recorded string and only when they differ falls back to the exact
+# comparison (canonical_data, then by value). An encoder that writes a value differently
+# (non-ASCII, floats, an error code inside a list) therefore costs time, never a wrong answer.
 
-_PLAIN: dict[type, Any] = {}
 _PLAIN_DATA: dict[type, Any] = {}
 
 
-class NotPlain(TypeError):
-    """A value plain_data does not know how to represent; callers use the exact path."""
-
-
-def _plain(value):
-    """A non-int, non-str, non-None value as plain data."""
-    f = _PLAIN.get(type(value))
-    if f is None:
-        f = _make_plain(type(value))
-    return f(value)
-
-
-def _plain_seq(value):
-    for x in value:
-        t = type(x)
-        if t is not str and t is not int and x is not None:
-            return [y if (type(y) is str or type(y) is int or y is None) else _plain(y) for y in value]
-    return value  # only ints, strings and nulls: a JSON array as it is
-
-
-def _identity(value):
-    return value
-
-
-def _make_plain(cls):
-    if attrs.has(cls):
-        data_fn = _make_plain_data(cls)
-        name = cls.__name__
-        f = lambda v: {"type": name, "data": data_fn(v)}  # noqa: E731
-    elif issubclass(cls, Error):
-        f = lambda v: v.name  # noqa: E731
-    elif issubclass(cls, Enum):
-        f = lambda v: _plain_scalar(v.value)  # noqa: E731
-    elif cls is bool or cls is float or cls is int or cls is str or cls is type(None):
-        f = _identity
-    elif cls is bytes:
-        f = lambda v: {"hex": v.hex()}  # noqa: E731
-    elif cls is tuple or cls is list:
-        f = _plain_seq
-    else:
-        raise NotPlain(f"no plain form for {cls.__name__}")
-    _PLAIN[cls] = f
-    return f
-
-
-def _plain_scalar(value):
-    t = type(value)
-    return value if (t is int or t is str or value is None) else _plain(value)
-
-
 def _make_plain_data(cls):
-    f = _PLAIN_DATA.get(cls)
-    if f is not None:
-        return f
     names = [f.name for f in attrs.fields(cls)]
-    body = "".join(f"    x{i} = v.{n}\n    t = T(x{i})\n    if t is not int and t is not str and x{i} is not None:\n"
-                   f"        x{i} = P(x{i})\n" for i, n in enumerate(names))
+    body = "".join(f"    x{i} = v.{n}\n    if T(x{i}) is E:\n        x{i} = x{i}.name\n" for i, n in enumerate(names))
     items = ", ".join(f"{n!r}: x{i}" for i, n in enumerate(names))
-    namespace = {"P": _plain, "T": type}
+    namespace = {"T": type, "E": Error}
     exec(f"def data(v):\n{body}    return {{{items}}}\n", namespace)
     f = _PLAIN_DATA[cls] = namespace["data"]
     return f
 
 
 def plain_data(value: Any) -> dict:
-    """The ``data`` of a value's record as plain data (see above); NotPlain if unknown."""
+    """The fields of a record value, error codes by name, for an encoder with
+    ``default=plain_default``; TypeError if ``value`` is not a record value."""
     f = _PLAIN_DATA.get(type(value))
     if f is None:
         if not attrs.has(type(value)):
-            raise NotPlain(f"not a record value: {value!r}")
+            raise TypeError(f"not a record value: {value!r}")
         f = _make_plain_data(type(value))
     return f(value)
+
+
+def plain_default(value: Any):
+    """``default`` for a JSON encoder of plain data: nested record values and bytes."""
+    if type(value) is bytes:
+        return {"hex": value.hex()}
+    return {"type": type(value).__name__, "data": plain_data(value)}
 
 
 def record_line(group_id, partition, seq: int, ts_ms: int, direction: str, type_name: str, data: str) -> str:
@@ -476,7 +431,7 @@ class UnitReplay:
                  scope: str = GROUP, check_invariants: bool = True, loads=json_loads, dumps=None) -> None:
         self.group_id = group_id
         self._json = loads
-        self._dumps = dumps  # a JSON encoder of plain data to bytes (orjson.dumps): the fast comparison
+        self._dumps = dumps  # dumps(obj, default=...) -> bytes (orjson.dumps): the fast comparison
         self.config = config
         self.outputs = outputs
         self.scope = scope
@@ -804,7 +759,8 @@ class UnitReplay:
                     # the fast comparison inline (see _same), the exact one when it fails
                     dumps, plain = self._dumps, _PLAIN_DATA.get(type(replayed))
                     try:
-                        same = dumps is not None and plain is not None and dumps(plain(replayed)) == data.encode()
+                        same = dumps is not None and plain is not None and dumps(
+                            plain(replayed), default=plain_default) == data.encode()
                     except (TypeError, ValueError, UnicodeError):
                         same = False
                     if not same and not self._same(data, replayed):
@@ -815,9 +771,9 @@ class UnitReplay:
         dumps = self._dumps
         if dumps is not None:
             try:
-                if dumps(plain_data(replayed)) == data.encode():
+                if dumps(plain_data(replayed), default=plain_default) == data.encode():
                     return True
-            except (TypeError, ValueError, UnicodeError):  # NotPlain, or what the encoder refuses
+            except (TypeError, ValueError, UnicodeError):  # not a record value, or what the encoder refuses
                 pass
         return _same_data(data, canonical_data(replayed))
 

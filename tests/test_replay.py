@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("pyarrow")
+orjson = pytest.importorskip("orjson")
 
 from groupcoord.adapters import faults, replay_cli, replay_job, simulator, trace_io  # noqa: E402
 from groupcoord.core import replay, trace  # noqa: E402
@@ -49,6 +50,8 @@ def test_canonical_encoding_is_trace_encode(root):
         assert replay.record_line(gid, part, seq, ts, direction, type_name, data) == trace.to_json_line(record)
         if direction == "in":
             assert replay.decode_event(type_name, data) == value
+        else:  # the fast comparison's serialisation is the recorded one (else it is never fast)
+            assert orjson.dumps(replay.plain_data(value), default=replay.plain_default) == data.encode()
         kinds.add(type_name)
     assert {"JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "LeaveGroup", "TimerFired", "LoadPartition",
             "WriteCompleted", "Respond", "Write", "SetTimer", "CancelTimer"} <= kinds
