@@ -222,6 +222,10 @@ def test_bench_replay_quick_smoke(tmp_path):
     names = [ln["name"] for ln in lines]
     assert {"trace", "plain_1", "plain_2", "ratios", "goals"} <= set(names)
     assert all(ln.get("findings", 0) == 0 for ln in lines)
+    goals = next(ln for ln in lines if ln["name"] == "goals")
+    # Spark did not run: its goals are unknown, not met
+    assert goals == {"name": "goals", "spark_at_least_70pct_of_plain": None, "scaling_at_least_1.7x": None,
+                     "10M_under_30s_on_2_cores": None}
 
 
 def test_scenario_runner_recordings_replay_clean(tmp_path):
