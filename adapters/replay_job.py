@@ -13,8 +13,9 @@ collected on the driver: the result rows are written as Parquet and only aggrega
 sample of findings come back.
 
 ``--engine plain`` runs the same per-partition function without Spark: pyarrow reads,
-sorts by (group_id, seq) and replays, in one or more processes (groups split by file when
-the manifest promises no group spans files, by a hash of the group id otherwise).
+sorts by (group_id, seq) and replays, in one or more processes (when the manifest promises
+that no group spans files, each process takes whole files and replays them one at a time;
+otherwise each takes the groups of a hash of the group id, from all files).
 
 The module runs under ``spark-submit`` too: ``spark-submit adapters/replay_job.py TRACE --out
 REPORT`` (ship groupcoord with ``--py-files`` on a cluster).
@@ -332,10 +333,6 @@ def plain_task(args) -> tuple[list[dict], float]:
 
 def _plain_task(args) -> tuple[list[dict], float]:
     path, files, index, shards, split_files, options = args
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
     from groupcoord.adapters import trace_io
 
     started = time.perf_counter()
@@ -347,40 +344,66 @@ def _plain_task(args) -> tuple[list[dict], float]:
                     job.feed(cols, unit_keys=[str(f)] * len(cols["seq"]))
                 job._collect(job.replayer.finish())
         return job.result_rows(), time.perf_counter() - started
-    tables = []
-    for i, f in enumerate(files):
-        if split_files and i % shards != index:
-            continue
-        # ``file`` is the file's index in ``files`` (ints convert to Python far faster than
-        # strings; findings get the name back), ``line`` the row number in Parquet
-        if trace_io.file_format(Path(f)) == "parquet":
-            trace_io.check_parquet_file(Path(f))
-            t = pq.read_table(f, columns=list(TRACE_FIELDS))
-            line = pc.cumulative_sum(pa.nulls(t.num_rows, pa.int64()).fill_null(1))
-            t = t.append_column("file", pa.nulls(t.num_rows, pa.int32()).fill_null(i)).append_column("line", line)
-        else:
-            t = pa.Table.from_batches([pa.RecordBatch.from_pydict(c) for c in trace_io.iter_batches(f, strict=False)])
-            t = t.set_column(t.column_names.index("file"), "file", pa.nulls(t.num_rows, pa.int32()).fill_null(i))
-        if not split_files and shards > 1:
-            # keep this shard's groups: a hash per distinct group id, then a vectorised take
-            enc = pc.dictionary_encode(t.column("group_id")).combine_chunks()
-            keep = pa.array([_shard_of(g, shards) == index for g in enc.dictionary.to_pylist()])
-            mask = pc.take(keep, enc.indices)
-            mask = pc.fill_null(mask, index == 0)
-            t = t.filter(mask)
-        tables.append(t)
-    if tables:
-        table = pa.concat_tables(tables, promote_options="default")
-        del tables
-        # 64-bit string offsets: a take of sorted rows may gather more than 2 GB of data
-        table = table.set_column(table.column_names.index("data"), "data", table["data"].cast(pa.large_string()))
-        order = pc.sort_indices(table, sort_keys=[("group_id", "ascending", "at_start"), ("seq", "ascending", "at_end")])
-        step = 65_536  # take slices: one take of the whole table can pass 2 GB of strings
-        for start in range(0, len(order), step):
-            batch = table.take(order.slice(start, step))
-            job.feed({name: batch.column(name).to_pylist() for name in batch.column_names})
+    if split_files:
+        # no group spans files: this task's files one at a time, so memory holds one file
+        for i, f in enumerate(files):
+            if i % shards == index:
+                _replay_sorted(job, [_read_table(f, i)])
+    else:
+        tables = [_read_table(f, i) for i, f in enumerate(files)]
+        if shards > 1:
+            tables = [_shard_rows(t, index, shards) for t in tables]
+        _replay_sorted(job, tables)
     job.finish()
     return job.result_rows(), time.perf_counter() - started
+
+
+def _read_table(f, i: int):
+    """A trace file as an Arrow table with ``file`` (the file's index in the task's list: ints
+    convert to Python far faster than strings; findings get the name back) and ``line`` (the
+    row number in Parquet)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from groupcoord.adapters import trace_io
+
+    if trace_io.file_format(Path(f)) == "parquet":
+        trace_io.check_parquet_file(Path(f))
+        t = pq.read_table(f, columns=list(TRACE_FIELDS))
+        line = pc.cumulative_sum(pa.nulls(t.num_rows, pa.int64()).fill_null(1))
+        return t.append_column("file", pa.nulls(t.num_rows, pa.int32()).fill_null(i)).append_column("line", line)
+    t = pa.Table.from_batches([pa.RecordBatch.from_pydict(c) for c in trace_io.iter_batches(f, strict=False)])
+    return t.set_column(t.column_names.index("file"), "file", pa.nulls(t.num_rows, pa.int32()).fill_null(i))
+
+
+def _shard_rows(t, index: int, shards: int):
+    """The rows of shard ``index``'s groups: a hash per distinct group id, then a vectorised take."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(t.column("group_id")).combine_chunks()
+    keep = pa.array([_shard_of(g, shards) == index for g in enc.dictionary.to_pylist()])
+    mask = pc.fill_null(pc.take(keep, enc.indices), index == 0)
+    return t.filter(mask)
+
+
+def _replay_sorted(job: "PartitionReplay", tables: list) -> None:
+    """Sort the tables' rows by (group_id, seq) together and feed them to ``job``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not tables:
+        return
+    table = pa.concat_tables(tables, promote_options="default")
+    del tables[:]
+    # 64-bit string offsets: a take of sorted rows may gather more than 2 GB of data
+    table = table.set_column(table.column_names.index("data"), "data", table["data"].cast(pa.large_string()))
+    order = pc.sort_indices(table, sort_keys=[("group_id", "ascending", "at_start"), ("seq", "ascending", "at_end")])
+    step = 65_536  # take slices: one take of the whole table can pass 2 GB of strings
+    for start in range(0, len(order), step):
+        batch = table.take(order.slice(start, step))
+        job.feed({name: batch.column(name).to_pylist() for name in batch.column_names})
 
 
 def plain_replay(path: str, out: str, *, processes: int = 1, invariants: bool = True, sample: int = 20) -> dict:

@@ -35,3 +35,24 @@ def shared_recording(tmp_path) -> Path:
     driver.advance(40_000)
     rec.close()
     return out
+
+
+def spread_over_files(src: Path, dst: Path, promise: bool) -> set[str]:
+    """A copy of ``src`` with its rows dealt over two files in blocks of 7, so most groups
+    have records in both; the manifest says ``groups_span_files`` = not ``promise``.
+    Returns the groups that span both files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.concat_tables([pq.read_table(f) for f in sorted(src.glob("part-*.parquet"))])
+    dst.mkdir()
+    halves = [[i for i in range(table.num_rows) if (i // 7) % 2 == k] for k in (0, 1)]
+    groups = []
+    for k, rows in enumerate(halves):
+        half = table.take(pa.array(rows, pa.int64()))
+        pq.write_table(half, str(dst / f"part-{k:05d}.parquet"))
+        groups.append(set(half.column("group_id").to_pylist()))
+    meta = trace_io.read_manifest(src)
+    trace_io.write_manifest(dst, scope=meta["scope"], outputs=meta["outputs"], config=meta["config"],
+                            groups_span_files=not promise)
+    return groups[0] & groups[1]

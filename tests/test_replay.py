@@ -17,7 +17,7 @@ orjson = pytest.importorskip("orjson")
 from groupcoord.adapters import faults, replay_cli, replay_job, simulator, trace_io  # noqa: E402
 from groupcoord.core import replay, trace  # noqa: E402
 from groupcoord.core.config import CoordinatorConfig  # noqa: E402
-from replay_helpers import shared_recording  # noqa: E402
+from replay_helpers import shared_recording, spread_over_files  # noqa: E402
 
 GROUPS = 24
 
@@ -126,6 +126,21 @@ def test_each_fault_is_flagged_for_exactly_its_group(faulty, tmp_path):
         f = found[gid]
         assert faults.EXPECTED_CHECK[fault] in f["checks"].split(","), (fault, f)
         assert f["file"] and f["line"] >= 1 and f["expected"] is not None or f["kind"] == "time"
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_plain_replay_and_groups_spanning_files(root, tmp_path, processes):
+    """Without the manifest's promise, groups spread over two files are brought together;
+    with it, each file is replayed alone and every split group is flagged, never passed."""
+    clean = simulated(root)
+    spread_over_files(clean, tmp_path / "spanning", promise=False)
+    s = replay_job.plain_replay(str(tmp_path / "spanning"), str(tmp_path / "r1"), processes=processes)
+    assert s["units"] == GROUPS and s["units_with_findings"] == 0, replay_job.format_report(s)
+    spanning = spread_over_files(clean, tmp_path / "promised", promise=True)
+    assert len(spanning) == GROUPS
+    s = replay_job.plain_replay(str(tmp_path / "promised"), str(tmp_path / "r2"), processes=processes, sample=100)
+    assert {f["group_id"] for f in s["first_findings"]} == spanning, replay_job.format_report(s)
+    assert {f["check"] for f in s["first_findings"]} == {"sequence_order"}
 
 
 def test_report_names_expected_and_actual(faulty, tmp_path):

@@ -17,6 +17,7 @@ pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
 from groupcoord.adapters import faults, replay_job, simulator  # noqa: E402
+from replay_helpers import spread_over_files  # noqa: E402
 
 GROUPS = 16
 
@@ -100,32 +101,9 @@ def test_shared_recording_replays_clean(spark, tmp_path):
     assert s["units"] == 1 and s["instances"] == 2 and s["units_with_findings"] == 0, replay_job.format_report(s)
 
 
-def _spread_over_files(src: Path, dst: Path, promise: bool) -> set[str]:
-    """A copy of ``src`` with its rows dealt over two files in blocks of 7, so most groups
-    have records in both; the manifest says ``groups_span_files`` = not ``promise``.
-    Returns the groups that span both files."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from groupcoord.adapters import trace_io
-
-    table = pa.concat_tables([pq.read_table(f) for f in sorted(src.glob("part-*.parquet"))])
-    dst.mkdir()
-    halves = [[i for i in range(table.num_rows) if (i // 7) % 2 == k] for k in (0, 1)]
-    groups = []
-    for k, rows in enumerate(halves):
-        half = table.take(pa.array(rows, pa.int64()))
-        pq.write_table(half, str(dst / f"part-{k:05d}.parquet"))
-        groups.append(set(half.column("group_id").to_pylist()))
-    meta = trace_io.read_manifest(src)
-    trace_io.write_manifest(dst, scope=meta["scope"], outputs=meta["outputs"], config=meta["config"],
-                            groups_span_files=not promise)
-    return groups[0] & groups[1]
-
-
 def test_groups_spanning_files_are_brought_together(spark, data, tmp_path):
     """Without the manifest's promise the job shuffles by group: the same clean replay."""
-    spanning = _spread_over_files(data[0], tmp_path / "spread", promise=False)
+    spanning = spread_over_files(data[0], tmp_path / "spread", promise=False)
     assert len(spanning) == GROUPS
     s = replay_job.spark_replay(spark, str(tmp_path / "spread"), str(tmp_path / "report"))
     assert s["units"] == GROUPS and s["units_with_findings"] == 0, replay_job.format_report(s)
@@ -136,7 +114,8 @@ def test_groups_spanning_files_are_brought_together(spark, data, tmp_path):
 def test_a_broken_promise_is_reported_not_passed(spark, data, tmp_path):
     """A manifest that promises whole groups per file while groups span files: each file is
     one task, so every split group is flagged (its second half does not start at seq 0)."""
-    spanning = _spread_over_files(data[0], tmp_path / "spread", promise=True)
+    spanning = spread_over_files(data[0], tmp_path / "spread", promise=True)
     s = replay_job.spark_replay(spark, str(tmp_path / "spread"), str(tmp_path / "report"), sample=100)
     flagged = {f["group_id"] for f in s["first_findings"]}
     assert flagged == spanning, replay_job.format_report(s)
+    assert {f["check"] for f in s["first_findings"]} == {"sequence_order"}
