@@ -8,17 +8,13 @@ count, leader) is maintained here, in one place.
 
 from __future__ import annotations
 
-import operator
 from types import MappingProxyType
 
-import attrs
-
-from .frozen import evolve
+from .frozen import evolve, field_reader
 from .model import Group, Member, Parked
 from .states import LEGAL_PREVIOUS, GroupState, IllegalTransition
 
-_FIELDS = tuple(f.name for f in attrs.fields(Group))
-_values = operator.attrgetter(*_FIELDS)  # a Group's or a draft's fields, in one call
+_FIELDS, _values = field_reader(Group)  # _values: a Group's or a draft's fields, in one call
 
 
 class GroupDraft:
@@ -120,7 +116,7 @@ class GroupDraft:
     def update(self, member: Member, protocols, rebalance_timeout_ms: int, session_timeout_ms: int,
                parked: Parked | None) -> Member:
         updated = evolve(member, protocols=protocols, rebalance_timeout_ms=rebalance_timeout_ms,
-                               session_timeout_ms=session_timeout_ms, awaiting_join=parked)
+                         session_timeout_ms=session_timeout_ms, awaiting_join=parked)
         self.put(updated)
         return updated
 

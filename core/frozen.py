@@ -38,20 +38,33 @@ def frozen(maybe_cls=None, *, kw_only: bool = False):
     return wrap if maybe_cls is None else wrap(maybe_cls)
 
 
-_FIELD_NAMES: dict[type, tuple] = {}
+_READERS: dict[type, tuple | None] = {}
+
+
+def field_reader(cls) -> tuple | None:
+    """(field names, a function returning an instance's field values as a tuple) for an attrs
+    class whose ``__init__`` takes its fields by name; None for one whose init names differ
+    (or with fewer than two fields, where ``attrgetter`` returns no tuple)."""
+    try:
+        return _READERS[cls]
+    except KeyError:
+        pass
+    fields = attrs.fields(cls)
+    reader = None
+    if len(fields) >= 2 and all(f.init and f.alias == f.name for f in fields):
+        names = tuple(f.name for f in fields)
+        reader = (names, operator.attrgetter(*names))
+    _READERS[cls] = reader
+    return reader
 
 
 def evolve(inst, **changes):
     """``attrs.evolve`` for the values built per event: a copy of ``inst`` with ``changes``,
     made through the class's ``__init__`` as attrs does, with the fields read in one call."""
-    cls = type(inst)
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        fields = attrs.fields(cls)
-        if len(fields) < 2 or any(not f.init or f.alias != f.name for f in fields):
-            return attrs.evolve(inst, **changes)  # init names differ from field names
-        names = _FIELD_NAMES[cls] = (tuple(f.name for f in fields), operator.attrgetter(*[f.name for f in fields]))
-    field_names, values = names
-    kwargs = dict(zip(field_names, values(inst)))
+    reader = field_reader(type(inst))
+    if reader is None:
+        return attrs.evolve(inst, **changes)
+    names, values = reader
+    kwargs = dict(zip(names, values(inst)))
     kwargs.update(changes)
-    return cls(**kwargs)
+    return type(inst)(**kwargs)
