@@ -5,12 +5,12 @@ Spark (``--master``): Parquet traces are read by Spark with each row's file and 
 bad line is reported with its file and line. Group-scoped traces are then
 ``repartition(N, "group_id").sortWithinPartitions("group_id", "seq")`` (or, when the
 manifest promises that no group spans files, read one Parquet file per task and only sorted
-within it) and replayed by ``mapInArrow``: each task walks its Arrow batches with one ``core.replay.StreamReplayer``
-that keeps the open group across batches and emits one row per group with a finding plus
-one row of totals. Instance-scoped traces (a shared coordinator's recording) are replayed
-file by file, in written order, by the task that reads the file. Nothing of the trace is
-collected on the driver: the result rows are written as Parquet and only aggregates and a
-sample of findings come back.
+within it) and replayed by ``mapInArrow``: each task walks its Arrow batches with one
+``core.replay.StreamReplayer`` that keeps the open group across batches and emits one row
+per group with a finding plus one row of totals. Instance-scoped traces (a shared
+coordinator's recording) are replayed file by file, in written order, by the task that
+reads the file. Nothing of the trace is collected on the driver: the result rows are
+written as Parquet and only aggregates and a sample of findings come back.
 
 ``--engine plain`` runs the same per-partition function without Spark: pyarrow reads,
 sorts by (group_id, seq) and replays, in one or more processes (when the manifest promises
@@ -151,15 +151,14 @@ def _result_batch(rows: list[dict]):
     return pa.RecordBatch.from_pylist([{n: r.get(n) for n, _ in RESULT_FIELDS} for r in rows], schema=schema)
 
 
-def _column_values(column) -> list:
-    """An Arrow column as a list; a column holding one value throughout (the file path of a
-    batch from one file) is converted once, not once per row."""
-    if column.type == "string" and len(column) > 1:
-        import pyarrow.compute as pc
+def _file_values(column) -> list:
+    """The ``file`` column as a list: Spark repeats the file's path on every row, so a batch
+    from one file converts it once, not once per row."""
+    import pyarrow.compute as pc
 
-        distinct = pc.unique(column)
-        if len(distinct) == 1:
-            return [distinct[0].as_py()] * len(column)
+    distinct = pc.unique(column)
+    if len(distinct) == 1:
+        return [distinct[0].as_py()] * len(column)
     return column.to_pylist()
 
 
@@ -168,7 +167,10 @@ def replay_batches(batches: Iterator, options: dict) -> Iterator:
     with fewer_collections():
         job = PartitionReplay(options)
         for batch in batches:
-            job.feed({name: _column_values(batch.column(name)) for name in batch.schema.names})
+            cols = {name: batch.column(name).to_pylist() for name in batch.schema.names if name != "file"}
+            if "file" in batch.schema.names:
+                cols["file"] = _file_values(batch.column("file"))
+            job.feed(cols)
             if len(job.rows) >= 1000:
                 yield _result_batch(job.rows)
                 job.rows = []
