@@ -345,6 +345,16 @@ class Coordinator(Membership):
                 self._writes[write_id] = evolve(write, callbacks=callbacks)
                 return
 
+    def _expire_held_pending(self, group_id: str, member_id: str) -> None:
+        """A pending member's expiry also applies to the copies of its group that a failed
+        write may bring back (the "restore_group" and displaced "new_group" snapshots):
+        otherwise the copy returns with a pending member no timer will ever remove, and
+        every later join phase waits out its rebalance timeout (deviation D15)."""
+        for write_id, write in self._writes.items():
+            callbacks = tuple(_without_pending(c, group_id, member_id) for c in write.callbacks)
+            if callbacks != write.callbacks:
+                self._writes[write_id] = evolve(write, callbacks=callbacks)
+
     def _set_offsets(self, partition: int, changes) -> None:
         """Apply (group, key, entry-or-None) changes now and register their undo with the
         operation's write: on success they become what readers see, on failure they are
@@ -675,6 +685,7 @@ class Coordinator(Membership):
         self._op = {}
         if kind == "heartbeat":
             self._heartbeat_expired(key[2], key[3])
+            self._expire_held_pending(key[2], key[3])
         elif kind == "join":
             self._join_timer_fired(key[2], event.payload)
         elif kind == "sync":
@@ -814,6 +825,15 @@ def _validate_offset_commit(group, req: ev.OffsetCommit) -> None:
         raise MemberError(Error.UNKNOWN_MEMBER_ID)
     if group.state is COMPLETING_REBALANCE:
         raise MemberError(Error.REBALANCE_IN_PROGRESS)
+
+
+def _without_pending(callback: tuple, group_id: str, member_id: str) -> tuple:
+    """``callback`` with ``member_id`` no longer pending in the group snapshot it holds."""
+    held = 2 if callback[0] == "restore_group" else 3 if callback[0] == "new_group" and len(callback) == 4 else None
+    if held is None or callback[1] != group_id or member_id not in callback[held].pending_members:
+        return callback
+    group = callback[held]
+    return callback[:held] + (evolve(group, pending_members=group.pending_members - {member_id}),) + callback[held + 1:]
 
 
 def _is_subscribed(group, topic: str) -> bool:

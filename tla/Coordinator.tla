@@ -584,13 +584,23 @@ ExpireFired(G) ==
     LET G1 == IF G.st = Empty THEN DeleteGroup(G) ELSE G IN
     Arm(G1, ExpireKey, None)
 
+\* coordinator._expire_held_pending: the expiry also holds for the group snapshots that a failed
+\* write may bring back (deviation D15).
+WithoutPending(c, m) ==
+    IF c.k \in {"restore_group", "new_group"} /\ c.snap # None
+    THEN [c EXCEPT !.snap.pending = @ \ {m}] ELSE c
+ExpireHeldPending(G, m) ==
+    [G EXCEPT !.writes = <<>> \o [i \in 1..Len(G.writes) |->
+        [G.writes[i] EXCEPT !.cbs = <<>> \o [j \in 1..Len(G.writes[i].cbs) |->
+                                                WithoutPending(G.writes[i].cbs[j], m)]]]]
+
 DoTimer(G, k) ==
     LET G0 == [G EXCEPT !.timers = DropKey(@, k)]
         p == G.timers[k]
         G1 == CASE k = JoinKey -> JoinTimerFired(G0, p)
                 [] k = SyncKey -> SyncTimerFired(G0, p)
                 [] k = ExpireKey -> ExpireFired(G0)
-                [] OTHER -> HeartbeatExpired(G0, k[2])
+                [] OTHER -> ExpireHeldPending(HeartbeatExpired(G0, k[2]), k[2])
     IN EmitWrite(G1, None)
 
 -----------------------------------------------------------------------------
