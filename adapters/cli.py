@@ -16,6 +16,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("scenario", help="run conformance scenarios (files or directories)")
     p.add_argument("paths", nargs="+")
     p.add_argument("--quiet", action="store_true", help="print failures only")
+    p.add_argument("--trace", metavar="DIR", help="also write each scenario's trace to DIR/<scenario name>/ "
+                                                  "(instance scope, for `groupcoord replay`)")
 
     p = sub.add_parser("demo", help="drive simulated members through a rebalance and narrate it")
     p.add_argument("--members", type=int, default=3)
@@ -36,20 +38,32 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in SERVER_COMMANDS:
         return run_server_command(args)
     if args.command == "scenario":
-        from .conformance import run_file, scenario_files
+        from pathlib import Path
+
+        from .conformance import run_file, run_file_recorded, scenario_files
 
         files = scenario_files(args.paths)
         if not files:
             print("no scenario files found", file=sys.stderr)
             return 2
-        failed = 0
+        if args.trace and len({f.stem for f in files}) < len(files):
+            print("--trace: two scenarios share a file name; run them separately", file=sys.stderr)
+            return 2
+        failed = untraced = 0
         for path in files:
-            result = run_file(path)
+            if args.trace:
+                result, problem = run_file_recorded(path, Path(args.trace) / path.stem)
+                if problem is not None:
+                    untraced += 1
+                    print(f"no trace for {path}: {problem}", file=sys.stderr)
+            else:
+                result = run_file(path)
             failed += not result.passed
             if not (args.quiet and result.passed):
                 print(result.line())
-        print(f"{len(files) - failed} passed, {failed} failed")
-        return 1 if failed else 0
+        traced = f", {len(files) - untraced} traces in {args.trace}" if args.trace else ""
+        print(f"{len(files) - failed} passed, {failed} failed{traced}")
+        return 1 if failed or untraced else 0
     if args.command == "tla":
         from .tla_cli import run_tla_command
 

@@ -66,6 +66,18 @@ def run_file(path: str | Path, observer: Callable | None = None) -> Result:
     return unreadable or run_scenario(scenario, str(path), observer)
 
 
+def run_file_recorded(path: str | Path, directory: str | Path) -> tuple[Result, str | None]:
+    """``run_file``, writing what the scenario's coordinator did as an instance-scoped trace
+    (spec/trace-format.md) in ``directory``: ``recording.jsonl`` and ``meta.json``, for
+    ``groupcoord replay``. The second value says why no trace was written (None when it was)."""
+    scenario, unreadable = read_scenario(path)
+    if unreadable:
+        return unreadable, "the scenario cannot be read"
+    runner = _RecordingRunner(Path(directory))
+    result = run_steps(runner, scenario, str(path))
+    return result, runner.problem
+
+
 def run_scenario(scenario: dict, path: str = "<scenario>", observer: Callable | None = None) -> Result:
     return run_steps(_Runner(observer), scenario, path)
 
@@ -270,6 +282,45 @@ class _Runner:
 
 
 # --- matching (FORMAT.md "expect") -------------------------------------------------------
+
+class _RecordingRunner(_Runner):
+    """A runner whose Driver's every (event, commands) goes to a trace (trace_io.InstanceRecorder)."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(None)
+        self.directory = directory
+        self.recorder = None
+        self.problem: str | None = "the scenario stopped before its coordinator started"
+
+    def start(self, config: dict, topics: dict | None) -> None:
+        from .trace_io import InstanceRecorder
+
+        self.recorder = self.observer = InstanceRecorder(self.directory)
+        super().start(config, topics)
+        self.recorder.config = self.driver.config  # what meta.json names
+        self.problem = None
+
+    def step(self, step: dict) -> None:
+        if isinstance(step, dict) and step.get("reload") and step.get("config") and self.problem is None:
+            try:
+                changed = CoordinatorConfig.from_kafka(step["config"], base=self.driver.config) != self.driver.config
+            except (ConfigError, TypeError, ValueError, AttributeError):
+                changed = False  # the step itself fails with the reason
+            if changed:
+                # One trace has one config (its manifest's); a replay would run the new
+                # instance with the old settings and report divergences that are not there.
+                self.problem = "a reload changes the config, which one trace cannot hold"
+        super().step(step)
+
+    def close(self) -> None:
+        if self.recorder is None:
+            return
+        self.recorder.close()
+        if self.problem is not None:
+            import shutil
+
+            shutil.rmtree(self.directory, ignore_errors=True)
+
 
 def _match(expected, actual, bindings: dict, where: str, key: str | None) -> str | None:
     if isinstance(expected, dict) and expected and set(expected) <= _MATCHER_KEYS:

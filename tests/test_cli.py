@@ -34,6 +34,30 @@ def test_scenario_command_fails_with_the_step_and_why(tmp_path):
         and "expected 0, got 25" in result.stdout
 
 
+def test_scenario_command_writes_traces_the_replay_passes(tmp_path):
+    own = ROOT / "tests" / "scenarios"
+    result = run("scenario", str(own), "--trace", str(tmp_path / "traces"), "--quiet")
+    n = len(list(own.glob("*.json")))
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert result.stdout.strip().endswith(f"{n} passed, 0 failed, {n} traces in {tmp_path / 'traces'}")
+    traced = tmp_path / "traces" / "own-015-expired-pending-member-stays-expired-on-restore"
+    assert json.loads((traced / "meta.json").read_text())["scope"] == "instance"
+    replayed = run("replay", str(traced), "--engine", "plain", "--out", str(tmp_path / "report"))
+    assert replayed.returncode == 0, replayed.stdout[-2000:] + replayed.stderr[-2000:]
+    assert "0 recordings with findings; no divergence, no violation" in replayed.stdout
+
+
+def test_scenario_trace_refuses_a_reload_with_new_settings(tmp_path):
+    scenario = tmp_path / "reconfigured.json"
+    scenario.write_text(json.dumps({"name": "x", "steps": [
+        {"reload": True, "config": {"group.initial.rebalance.delay.ms": 0}}]}))
+    result = run("scenario", str(scenario), "--trace", str(tmp_path / "traces"))
+    assert result.returncode == 1
+    assert "PASS" in result.stdout
+    assert "no trace for" in result.stderr and "a reload changes the config" in result.stderr
+    assert not (tmp_path / "traces" / "reconfigured").exists()
+
+
 def test_demo_forms_a_group_and_survives_a_crash():
     result = run("demo")
     assert result.returncode == 0, result.stderr

@@ -16,20 +16,25 @@ timer firings and write outcomes): the coordinator must never raise.
 Core bugs found by these tests have regression tests at the end.
 
 Profiles (tests/conftest.py): ``ci`` by default, ``HYPOTHESIS_PROFILE=deep`` for long runs.
+With ``GROUPCOORD_TRACE_DIR`` set, every ``CoordinatorMachine`` example writes its trace there
+(``example-NNNNN/``, instance scope) for ``groupcoord replay``.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-
 import functools
+import itertools
+import os
+from collections import Counter
+from pathlib import Path
 
 import attrs
 import pytest
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis import settings, strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from groupcoord.adapters import conformance
+from groupcoord.adapters import conformance, replay_job
+from groupcoord.adapters.trace_io import InstanceRecorder
 from groupcoord.core import events as ev
 from groupcoord.core import invariants as inv
 from groupcoord.core.commands import (
@@ -244,18 +249,25 @@ class InvariantObserver:
 
 
 class CoordinatorMachine(RuleBasedStateMachine):
+    trace_dir: str | None = os.environ.get("GROUPCOORD_TRACE_DIR")
+    _examples = itertools.count()
+
     def __init__(self) -> None:
         super().__init__()
         self.obs = InvariantObserver()
         self.driver: Driver | None = None
+        self.recorder: InstanceRecorder | None = None
         self.next_request = 0
 
     @initialize(config=CONFIGS)
     def start(self, config: CoordinatorConfig) -> None:
         self.config = config
-        self.driver = Driver(config)  # its first loads hold no groups
+        if self.trace_dir:
+            self.recorder = InstanceRecorder(Path(self.trace_dir) / f"example-{next(self._examples):05d}",
+                                             config=config)
+        self.driver = Driver(config, observer=self.recorder)  # its first loads hold no groups
         self.obs.driver = self.driver
-        self.driver.observer = self.obs
+        self.driver.observer = self.obs if self.recorder is None else _both(self.recorder, self.obs)
 
     # ------------------------------------------------------------------ helpers
 
@@ -592,6 +604,13 @@ class CoordinatorMachine(RuleBasedStateMachine):
         assert not timers, "\n".join(timers)
 
     def teardown(self) -> None:
+        try:
+            self._settle()
+        finally:
+            if self.recorder is not None:
+                self.recorder.close()
+
+    def _settle(self) -> None:
         if self.driver is None or self.obs.violations:
             return
         drain(self.driver)
@@ -603,6 +622,13 @@ class CoordinatorMachine(RuleBasedStateMachine):
         assert all(n == 1 for n in self.driver.answer_counts.values())
         mismatch = memory_vs_log(self.driver, groups=not self.obs.write_failed)
         assert not mismatch, "\n".join(mismatch)
+
+
+def _both(first, second):
+    def observe(event, commands):
+        first(event, commands)
+        second(event, commands)
+    return observe
 
 
 def drain(driver: Driver, rounds: int = 60) -> None:
@@ -648,6 +674,24 @@ def memory_vs_log(driver: Driver, skip=(), groups: bool = True) -> list[str]:
 
 
 TestCoordinator = CoordinatorMachine.TestCase
+
+
+def test_examples_write_traces_the_replay_job_passes(tmp_path, monkeypatch):
+    """The property tests' traces (issue 6 §1) replay clean on the plain replay job: every
+    recorded output recomputed and every invariant and contract check passed, through storage
+    failures, unloads and reloads that the simulator's traces do not have."""
+    monkeypatch.setattr(CoordinatorMachine, "trace_dir", str(tmp_path / "traces"))
+    run_state_machine_as_test(CoordinatorMachine, settings=settings(
+        max_examples=25, stateful_step_count=40, deadline=None, database=None, derandomize=True))
+    traces = sorted((tmp_path / "traces").iterdir())
+    assert len(traces) >= 10
+    inputs = 0
+    for trace_dir in traces:
+        summary = replay_job.plain_replay(str(trace_dir), str(tmp_path / "report"))
+        assert summary["scope"] == "instance"
+        assert summary["units_with_findings"] == 0, (trace_dir, summary["first_findings"])
+        inputs += summary["inputs"]
+    assert inputs > 25 * 20
 
 
 # ---------------------------------------------------------------------------- totality
