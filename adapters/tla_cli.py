@@ -284,11 +284,41 @@ def add_tla_command(sub) -> None:
     c.add_argument("--only", default="", help=f"comma-separated subset of {','.join(CHECKS)}")
     c.add_argument("--quick", action="store_true", help="mc3, graph replay and trace validation only")
     c.add_argument("--workers", type=int, default=0)
+    v = tsub.add_parser("validate", help="trace validation of a recorded trace (spec/trace-format.md): "
+                                         "its inputs re-run through the core, each step checked by TLC")
+    v.add_argument("trace", help="a trace file or directory")
+    v.add_argument("--group", default=None, help="group scope: this group only")
     m = tsub.add_parser("mutants", help="re-created coordinator bugs; each must be caught")
     m.add_argument("--only", default="", help="comma-separated mutant names")
     m.add_argument("--workers", type=int, default=0)
     m.add_argument("--every-check", action="store_true",
                    help="run every check on each mutant (not only up to the first that catches it)")
+
+
+def run_validate(path: str, group_id: str | None = None, out=print) -> int:
+    """0 when every unit of the trace within the spec's scope is accepted, 1 when one is
+    rejected, 2 when none is within the scope (or the trace cannot be read)."""
+    from groupcoord.core.trace import TraceError
+
+    from . import tla_trace
+
+    check_setup()
+    try:
+        traces, outside = tla_trace.file_traces(path, group_id)
+    except (TraceError, ValueError) as e:
+        out(f"tla validate: {e}")
+        return 2
+    for name, why in outside:
+        out(f"trace {name}: outside the spec's scope: {why}")
+    rejected = 0
+    for trace in traces:  # one TLC run per unit: a rejection names its unit and line
+        result = tla_trace.check_trace(trace)
+        rejected += not result.accepted
+        out(result.line())
+    out(f"{len(traces) - rejected} accepted, {rejected} rejected, {len(outside)} outside the spec's scope")
+    if not traces:
+        return 2
+    return 1 if rejected else 0
 
 
 def run_tla_command(args) -> int:
@@ -300,6 +330,8 @@ def run_tla_command(args) -> int:
                 print(f"unknown checks {bad}; choose from {','.join(CHECKS)}")
                 return 2
             ok, _ = run_check(selected, args.workers or None)
+        elif args.tla_command == "validate":
+            return run_validate(args.trace, args.group)
         else:
             ok, _ = run_mutants_command([x for x in args.only.split(",") if x] or None, args.workers or None,
                                         every_check=args.every_check)

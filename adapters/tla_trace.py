@@ -154,6 +154,44 @@ def scenario_traces(paths: Iterable[str | Path], limit: int) -> list[Trace]:
     return found[:limit]
 
 
+def file_traces(path: str | Path, group_id: str | None = None) -> tuple[list[Trace], list[tuple[str, str]]]:
+    """The units of a trace file or directory (spec/trace-format.md) as traces to validate: each
+    recording (instance scope) or group (group scope; ``group_id`` for one), its input records
+    re-run through the core. Returns (traces within the spec's scope, [(unit, why not)])."""
+    from groupcoord.core import trace as core_trace
+
+    from . import trace_io
+
+    meta = trace_io.read_manifest(path)
+    config = trace_io.coordinator_config(meta)
+    instance = meta.get("scope") == "instance"
+    units: dict[str, list] = {}
+    for f in trace_io.trace_files(path):
+        for r in trace_io.read_records(f, None if instance else group_id):
+            if r["dir"] == "in":
+                key = str(f) if instance else r["group_id"]
+                units.setdefault(key, []).append((r["seq"], core_trace.decode({"type": r["type"], "data": r["data"]})))
+    if group_id is not None and not instance and group_id not in units:
+        raise core_trace.TraceError(f"{path}: no records of group {group_id!r}")
+    traces, outside = [], []
+    for key, rows in units.items():
+        if not instance:
+            rows.sort(key=lambda row: row[0])
+        events = [e for _, e in rows]
+        gids = {getattr(e, "group_id", None) for e in events if isinstance(e, ev.Request)} - {None}
+        try:
+            if config.offsets_topic_num_partitions != 1:
+                raise OutOfModel("several offsets partitions (the spec models one)")
+            if len(gids) != 1:
+                raise OutOfModel(f"groups {sorted(gids)} (the spec models one)")
+            if config.group_max_size != CoordinatorConfig().group_max_size:
+                raise OutOfModel("group.max.size (not in the spec)")
+            traces.append(record(events, config, gids.pop(), key))
+        except OutOfModel as e:
+            outside.append((key, str(e)))
+    return traces, outside
+
+
 # The hypothesis client: inputs the spec's environment may send, chosen by hypothesis.
 HYPO_MODEL = Model(ids=["m1", "m2", "m3"], instances=["i1"], protocols=[(("range", "a"),), (("range", "b"),)],
                    protocol_types=["consumer"], rebalance_timeouts=[6000], join_versions=[3, 5, 9],

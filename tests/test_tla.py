@@ -8,6 +8,8 @@ both), so their absence fails the tests with the reason.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from groupcoord.adapters import tla_cli
@@ -110,3 +112,21 @@ def test_mutants_restore_the_core():
     with applied(m):
         assert membership.Membership._init_next_generation is not before
     assert membership.Membership._init_next_generation is before
+
+
+def test_validate_reads_recorded_trace_files(setup, tmp_path):
+    """`groupcoord tla validate` reads the trace format (issue 6 §1): a scenario's recorded
+    trace is accepted step by step; one outside the spec's scope is reported as such."""
+    from groupcoord.adapters import conformance
+
+    scenarios = Path(__file__).parent / "scenarios"
+    for name in ("own-015-expired-pending-member-stays-expired-on-restore", "own-006-delete-group-then-rejoin"):
+        result, problem = conformance.run_file_recorded(scenarios / f"{name}.json", tmp_path / name)
+        assert result.passed and problem is None
+    lines: list[str] = []
+    assert tla_cli.run_validate(str(tmp_path / "own-015-expired-pending-member-stays-expired-on-restore"),
+                                out=lines.append) == 0
+    assert lines[-1] == "1 accepted, 0 rejected, 0 outside the spec's scope"
+    lines.clear()
+    assert tla_cli.run_validate(str(tmp_path / "own-006-delete-group-then-rejoin"), out=lines.append) == 2
+    assert "outside the spec's scope: OffsetCommit" in lines[0]
