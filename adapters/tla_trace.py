@@ -154,6 +154,9 @@ def scenario_traces(paths: Iterable[str | Path], limit: int) -> list[Trace]:
     return found[:limit]
 
 
+MAX_GROUPS = 50  # a group-scoped trace with more is validated one named group at a time
+
+
 def file_traces(path: str | Path, group_id: str | None = None) -> tuple[list[Trace], list[tuple[str, str]]]:
     """The units of a trace file or directory (spec/trace-format.md) as traces to validate: each
     recording (instance scope) or group (group scope; ``group_id`` for one), its input records
@@ -165,6 +168,8 @@ def file_traces(path: str | Path, group_id: str | None = None) -> tuple[list[Tra
     meta = trace_io.read_manifest(path)
     config = trace_io.coordinator_config(meta)
     instance = meta.get("scope") == "instance"
+    if not instance and group_id is None and len(trace_io.group_ids(path, limit=MAX_GROUPS + 1)) > MAX_GROUPS:
+        raise core_trace.TraceError(f"{path}: more than {MAX_GROUPS} groups; name one with --group")
     units: dict[str, list] = {}
     for f in trace_io.trace_files(path):
         for r in trace_io.read_records(f, None if instance else group_id):
