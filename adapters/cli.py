@@ -49,6 +49,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.trace and len({f.stem for f in files}) < len(files):
             print("--trace: two scenarios share a file name; run them separately", file=sys.stderr)
             return 2
+        if args.trace:
+            try:
+                Path(args.trace).mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                print(f"--trace: cannot use {args.trace}: {e}", file=sys.stderr)
+                return 2
         failed = untraced = 0
         for path in files:
             if args.trace:

@@ -284,7 +284,8 @@ class _Runner:
 # --- matching (FORMAT.md "expect") -------------------------------------------------------
 
 class _RecordingRunner(_Runner):
-    """A runner whose Driver's every (event, commands) goes to a trace (trace_io.InstanceRecorder)."""
+    """A runner whose Driver's every (event, commands) goes to a trace (trace_io.InstanceRecorder).
+    A trace that cannot be written (or held in one file) sets ``problem``; the scenario runs on."""
 
     def __init__(self, directory: Path) -> None:
         super().__init__(None)
@@ -295,10 +296,25 @@ class _RecordingRunner(_Runner):
     def start(self, config: dict, topics: dict | None) -> None:
         from .trace_io import InstanceRecorder
 
-        self.recorder = self.observer = InstanceRecorder(self.directory)
+        try:
+            self.recorder = InstanceRecorder(self.directory)
+        except OSError as e:
+            self.problem = f"cannot write the trace: {e}"
+        else:
+            self.observer = self._record
         super().start(config, topics)
-        self.recorder.config = self.driver.config  # what meta.json names
-        self.problem = None
+        if self.recorder is not None:
+            self.recorder.config = self.driver.config  # what meta.json names
+            self.problem = None
+
+    def _record(self, event, commands) -> None:
+        if self.recorder is None:
+            return
+        try:
+            self.recorder(event, commands)
+        except OSError as e:  # a full disk: the scenario's own result still counts
+            self.problem = f"cannot write the trace: {e}"
+            self._discard()
 
     def step(self, step: dict) -> None:
         if isinstance(step, dict) and step.get("reload") and step.get("config") and self.problem is None:
@@ -315,11 +331,30 @@ class _RecordingRunner(_Runner):
     def close(self) -> None:
         if self.recorder is None:
             return
-        self.recorder.close()
+        try:
+            self.recorder.close()
+        except OSError as e:
+            self.problem = self.problem or f"cannot write the trace: {e}"
         if self.problem is not None:
-            import shutil
+            self._discard()
 
-            shutil.rmtree(self.directory, ignore_errors=True)
+    def _discard(self) -> None:
+        """No partial trace is left behind (it would replay as a different run); only the
+        files this runner writes are removed, and the directory if that empties it."""
+        from .trace_io import MANIFEST
+
+        recorder, self.recorder = self.recorder, None
+        if recorder is not None:
+            try:
+                recorder.writer.close()
+            except OSError:
+                pass
+            for written in (recorder.writer.path, self.directory / MANIFEST):
+                written.unlink(missing_ok=True)
+        try:
+            self.directory.rmdir()
+        except OSError:
+            pass
 
 
 def _match(expected, actual, bindings: dict, where: str, key: str | None) -> str | None:

@@ -72,3 +72,16 @@ def test_bench_core_prints_json_lines_last():
     assert [m["name"] for m in tail] == ["heartbeat_10", "heartbeat_1000", "offset_commit_10",
                                          "offset_commit_1000", "rebalance_100", "replay"]
     assert all(m["unit"] == "events/s" and m["value"] > 0 for m in tail)
+
+
+def test_scenario_trace_that_cannot_be_written_is_reported_and_the_scenario_still_counts(tmp_path):
+    scenario = ROOT / "tests" / "scenarios" / "own-001-simple-group-offsets-expire.json"
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / scenario.stem).write_text("in the way")
+    result = run("scenario", str(scenario), "--trace", str(tmp_path / "traces"))
+    assert result.returncode == 1
+    assert result.stdout.startswith("PASS ")
+    assert f"no trace for {scenario}: cannot write the trace" in result.stderr
+    assert (tmp_path / "traces" / scenario.stem).read_text() == "in the way"
+    result = run("scenario", str(scenario), "--trace", str(tmp_path / "traces" / scenario.stem))
+    assert result.returncode == 2 and "--trace: cannot use" in result.stderr
