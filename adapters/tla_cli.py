@@ -118,7 +118,7 @@ def run_graph_replay(dot: Path, stop_at_first: bool = False) -> CheckResult:
 
 # Traces validated by `tla check`: every conformance scenario within the spec's scope (through
 # the scenario runner) and hypothesis traces (fixed seeds), in batches of one TLC run each.
-SCENARIO_DIRS = ("/work/shared/conformance/scenarios", "tests/scenarios")
+SCENARIO_DIRS = ("../shared/conformance/scenarios", "tests/scenarios")  # from the repository's root
 HYPOTHESIS_SEEDS = (0, 1, 2, 3, 4)
 HYPOTHESIS_STEPS = 60
 
@@ -127,7 +127,7 @@ def _scenario_paths() -> list[Path]:
     root = Path(__file__).resolve().parent.parent
     paths = []
     for d in SCENARIO_DIRS:
-        p = Path(d) if Path(d).is_absolute() else root / d
+        p = root / d
         if p.is_dir():
             paths.append(p)
     return paths
