@@ -323,7 +323,14 @@ class Coordinator(Membership):
         from .errors import translate_append_error
 
         group = self._groups.get(group_id)
-        if group is None or group.generation_id != 0:
+        if group is None:
+            # A later tombstone deleted the group meanwhile: its failure must not bring back a
+            # group that never existed (Kafka reverts the creation and everything after it).
+            self._forget_restores(group_id)
+            if displaced is not None:
+                self._groups[group_id] = displaced
+            return
+        if group.generation_id != 0:
             return
         translated = translate_append_error(error)
         for member in group.members.values():
@@ -344,6 +351,16 @@ class Coordinator(Membership):
             if callbacks != write.callbacks:
                 self._writes[write_id] = evolve(write, callbacks=callbacks)
                 return
+
+    def _forget_restores(self, group_id: str) -> None:
+        """Drop the group's "restore_group" callbacks from the in-flight writes up to its next
+        creation write (restores after that belong to the group that creation makes)."""
+        for write_id, write in self._writes.items():
+            if any(c[0] == "new_group" and c[1] == group_id for c in write.callbacks):
+                return
+            callbacks = tuple(c for c in write.callbacks if not (c[0] == "restore_group" and c[1] == group_id))
+            if callbacks != write.callbacks:
+                self._writes[write_id] = evolve(write, callbacks=callbacks)
 
     def _expire_held_pending(self, group_id: str, member_id: str) -> None:
         """A pending member's expiry also applies to the copies of its group that a failed

@@ -639,9 +639,23 @@ AnswerAll(G, ids, code) ==   \* coordinator._rollback_new_group's answers
              G2 == IF G.mem[m].sync THEN Respond(G1, <<"sync", m>>, SyncError(code)) ELSE G1
          IN AnswerAll(G2, Tail(ids), code)
 
+\* coordinator._forget_restores: a later tombstone deleted the group; its failure must not bring
+\* back a group that never existed. Restores after the group's next creation write stay.
+IsCreation(c) == c.k = "new_group"
+FirstCreation(ws) ==
+    LET is == {i \in 1..Len(ws) : \E j \in 1..Len(ws[i].cbs) : IsCreation(ws[i].cbs[j])} IN
+    IF is = {} THEN Len(ws) + 1 ELSE CHOOSE i \in is : \A l \in is : i <= l
+ForgetRestores(G) ==
+    LET n == FirstCreation(G.writes) IN
+    [G EXCEPT !.writes = <<>> \o [i \in 1..Len(G.writes) |->
+        IF i < n THEN [G.writes[i] EXCEPT !.cbs = SelectSeq(@, LAMBDA c : c.k # "restore_group")]
+        ELSE G.writes[i]]]
+
 \* The new group never existed; a group whose deletion failed meanwhile (snap) comes back.
 RollbackNewGroup(G, err, snap) ==
-    IF G.st \in {Absent, Dead} \/ G.gen # 0 THEN G
+    IF G.st = Absent
+    THEN LET G1 == ForgetRestores(G) IN IF snap = None THEN G1 ELSE Restore(G1, snap)
+    ELSE IF G.st = Dead \/ G.gen # 0 THEN G
     ELSE LET G1 == AnswerAll(G, G.members, TranslateAppend(err)) IN
          IF snap = None THEN Drop(G1) ELSE Restore(G1, snap)
 
