@@ -225,6 +225,20 @@ def run_serve(args: argparse.Namespace) -> int:
         return 2
 
     async def main() -> int:
+        # Handlers go in before start() logs "listening": a signal right after that line must
+        # stop the server cleanly, not kill it. One that comes while starting waits for the start.
+        loop = asyncio.get_running_loop()
+        early: list[str] = []
+        started = False
+
+        def on_signal(sig: signal.Signals) -> None:
+            if started:
+                loop.create_task(server.shutdown(reason=sig.name))
+            else:
+                early.append(sig.name)
+
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, on_signal, sig)
         try:
             await server.start()
         except OSError as e:
@@ -233,9 +247,9 @@ def run_serve(args: argparse.Namespace) -> int:
         except StorageOpenError as e:
             log("error", "storage_unusable", storage=server.storage.name, error=str(e))
             return 2
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, lambda s=sig: loop.create_task(server.shutdown(reason=s.name)))
+        started = True
+        if early:
+            loop.create_task(server.shutdown(reason=early[0]))
         await server.wait_stopped()
         return 0
 
