@@ -46,10 +46,10 @@ def main(argv: list[str] | None = None) -> int:
         if not files:
             print("no scenario files found", file=sys.stderr)
             return 2
-        if args.trace and len({f.stem for f in files}) < len(files):
-            print("--trace: two scenarios share a file name; run them separately", file=sys.stderr)
-            return 2
         if args.trace:
+            if len({f.stem for f in files}) < len(files):
+                print("--trace: two scenarios share a file name; run them separately", file=sys.stderr)
+                return 2
             try:
                 Path(args.trace).mkdir(parents=True, exist_ok=True)
             except OSError as e:

@@ -128,15 +128,21 @@ def scenario_trace(path: str | Path) -> Trace:
     result = run_scenario(scenario, str(path), observer=lambda e, _c: events.append(e))
     if not result.passed:
         raise OutOfModel(f"the scenario fails: {result.reason}")
+    config = CoordinatorConfig.from_kafka(scenario.get("config") or {}, base=SCENARIO_BASE_CONFIG)
+    return scoped_record(events, config, Path(path).name)
+
+
+def scoped_record(events: list, config: CoordinatorConfig, name: str) -> Trace:
+    """``record`` of a run the spec can model (one group, one offsets partition, no size limit);
+    OutOfModel saying why not otherwise."""
     gids = {getattr(e, "group_id", None) for e in events if isinstance(e, ev.Request)} - {None}
     if len(gids) != 1:
-        raise OutOfModel(f"groups {sorted(gids)}")
-    config = CoordinatorConfig.from_kafka(scenario.get("config") or {}, base=SCENARIO_BASE_CONFIG)
+        raise OutOfModel(f"groups {sorted(gids)} (the spec models one)")
     if config.offsets_topic_num_partitions != 1:
-        raise OutOfModel("several partitions")
+        raise OutOfModel("several offsets partitions (the spec models one)")
     if config.group_max_size != CoordinatorConfig().group_max_size:
         raise OutOfModel("group.max.size (not in the spec)")
-    return record(events, config, gids.pop(), Path(path).name)
+    return record(events, config, gids.pop(), name)
 
 
 def scenario_traces(paths: Iterable[str | Path], limit: int) -> list[Trace]:
@@ -182,16 +188,8 @@ def file_traces(path: str | Path, group_id: str | None = None) -> tuple[list[Tra
     for key, rows in units.items():
         if not instance:
             rows.sort(key=lambda row: row[0])
-        events = [e for _, e in rows]
-        gids = {getattr(e, "group_id", None) for e in events if isinstance(e, ev.Request)} - {None}
         try:
-            if config.offsets_topic_num_partitions != 1:
-                raise OutOfModel("several offsets partitions (the spec models one)")
-            if len(gids) != 1:
-                raise OutOfModel(f"groups {sorted(gids)} (the spec models one)")
-            if config.group_max_size != CoordinatorConfig().group_max_size:
-                raise OutOfModel("group.max.size (not in the spec)")
-            traces.append(record(events, config, gids.pop(), key))
+            traces.append(scoped_record([e for _, e in rows], config, key))
         except OutOfModel as e:
             outside.append((key, str(e)))
     return traces, outside
