@@ -119,3 +119,25 @@ def test_a_broken_promise_is_reported_not_passed(spark, data, tmp_path):
     flagged = {f["group_id"] for f in s["first_findings"]}
     assert flagged == spanning, replay_job.format_report(s)
     assert {f["check"] for f in s["first_findings"]} == {"sequence_order"}
+
+
+def test_the_module_runs_under_spark_submit(data, tmp_path):
+    """`spark-submit adapters/replay_job.py TRACE`: its own driver and master, the same
+    findings, exit 1 when anything is found (the module session above stays up meanwhile)."""
+    import subprocess
+
+    import pyspark
+
+    _, faulty, injected, _ = data
+    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "SPARK_LOCAL_IP": "127.0.0.1"}
+    report = tmp_path / "report"
+    proc = subprocess.run([str(submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+                           replay_job.__file__, str(faulty), "--out", str(report)],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    summary = json.loads((report / "summary.json").read_text())
+    assert summary["units"] == GROUPS and summary["units_with_findings"] == len(injected)
+    assert {f["group_id"] for f in summary["first_findings"]} == set(injected)
+    assert "spark local[1]" in proc.stdout, proc.stdout[-2000:]
