@@ -14,6 +14,12 @@
    >= 1.7x, 10 M records in < 30 s on 2 cores. The goals are judged on wall-clock figures;
    the ``*_cpu`` ratios say what the work cost when the machine is shared (a pinned job
    waits for its CPU while another process runs on it, and ``cores_busy`` drops).
+4. ``core_1`` (engine ``core``, one pinned CPU): the coordinator core alone on the inputs of
+   the trace's first files (about ``CORE_SAMPLE_RECORDS`` records, decoded before the clock
+   starts): no checks, no comparison, no I/O. Its cost per record, halved for two perfect
+   cores, is the floor under any replay of this core on 2 cores (``ratios``:
+   ``core_alone_2core_seconds_per_10M_records``), so the 30-second goal can be judged
+   against what the core itself needs.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import time
 from pathlib import Path
 
 DEFAULT_WORKDIR = os.environ.get("GROUPCOORD_BENCH_DIR", "/tmp/groupcoord-bench")
+CORE_SAMPLE_RECORDS = 1_000_000  # about 350 k decoded inputs held in memory (~1 GB)
 
 
 def _emit(obj: dict) -> None:
@@ -91,6 +98,50 @@ def tree_cpu_seconds(root: int | None = None) -> float | None:
     return total / ticks
 
 
+def core_alone(trace: str, sample_records: int = CORE_SAMPLE_RECORDS) -> dict:
+    """The core alone on the inputs of whole trace files, taken in order until
+    ``sample_records`` records: every input decoded first, then only ``Coordinator.handle``
+    is timed, one fresh coordinator per group (and per failover, as the replay does). Needs a
+    group-scoped trace whose manifest promises that no group spans files."""
+    from groupcoord.core import events as ev
+    from groupcoord.core.coordinator import Coordinator
+    from groupcoord.core.replay import decode_event
+
+    from .replay_job import _loads
+    from .trace_io import TraceError, coordinator_config, iter_batches, read_manifest, trace_files
+
+    meta = read_manifest(trace)
+    if meta.get("scope") != "group" or meta.get("groups_span_files", True):
+        raise TraceError(f"{trace}: the core-alone measurement needs a group-scoped trace whose groups "
+                         f"do not span files (the simulator's)")
+    config, loads = coordinator_config(meta), _loads()
+    units: dict[str, list] = {}
+    records = 0
+    for f in trace_files(trace):
+        if records >= sample_records:
+            break
+        for cols in iter_batches(f):
+            records += len(cols["seq"])
+            for gid, seq, d, tn, data in zip(cols["group_id"], cols["seq"], cols["dir"], cols["type"], cols["data"]):
+                if d == "in":
+                    units.setdefault(gid, []).append((seq, decode_event(tn, data, loads)))
+    inputs = [[e for _, e in sorted(u, key=lambda x: x[0])] for u in units.values()]
+    load = ev.LoadPartition
+    started, cpu_started = time.perf_counter(), time.process_time()
+    for events in inputs:
+        coordinator = None
+        for e in events:
+            if type(e) is load:
+                owned = coordinator.owned_partitions() if coordinator is not None else {}
+                if not owned or owned.get(e.partition) == "active":
+                    coordinator = Coordinator(config)  # a failover: a new instance, as replayed
+            coordinator.handle(e)
+    seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
+    n_inputs = sum(len(u) for u in inputs)
+    return {"records": records, "inputs": n_inputs, "units": len(inputs), "units_with_findings": 0,
+            "seconds": round(seconds, 3), "cpu_seconds": cpu_seconds}
+
+
 def measure(kind: str, cores: int, trace: str, warmup: str | None) -> dict:
     """Runs inside the pinned process: one measurement, as a dict. ``cpu_seconds`` is the CPU
     time of the whole process tree (driver, JVM, Python workers) during the measured replay:
@@ -99,7 +150,10 @@ def measure(kind: str, cores: int, trace: str, warmup: str | None) -> dict:
     from . import replay_job
 
     out = f"{trace}.bench-{kind}-{cores}"
-    if kind == "plain":
+    if kind == "core":
+        s = core_alone(trace)
+        cpu0, cpu1 = 0.0, s.pop("cpu_seconds")  # the timed loop only, not the decoding before it
+    elif kind == "plain":
         cpu0 = tree_cpu_seconds()
         s = replay_job.plain_replay(trace, out, processes=cores)
         cpu1 = tree_cpu_seconds()
@@ -128,7 +182,7 @@ def measure(kind: str, cores: int, trace: str, warmup: str | None) -> dict:
 
 def run_replay_bench(records: int = 10_000_000, groups: int = 100_000, members: int = 3, seed: int = 7,
                      trace: str | None = None, workdir: str = DEFAULT_WORKDIR, quick: bool = False,
-                     engines: tuple[str, ...] = ("plain", "spark"), jobs: int = 2) -> int:
+                     engines: tuple[str, ...] = ("plain", "spark", "core"), jobs: int = 2) -> int:
     if quick:
         records, groups = min(records, 40_000), min(groups, 200)  # a smoke run
     work = Path(workdir)
@@ -139,7 +193,7 @@ def run_replay_bench(records: int = 10_000_000, groups: int = 100_000, members: 
         warmup = str(make_trace(work, 20_000, 100, members, seed + 2, 1))
     results = {}
     for kind in engines:
-        for cores, cpus in ((1, "0"), (2, "0,1")):
+        for cores, cpus in ((1, "0"),) if kind == "core" else ((1, "0"), (2, "0,1")):
             cmd = [*_pinned(cpus), sys.executable, "-m", "groupcoord.adapters.replay_bench", "--measure", kind,
                    "--cores", str(cores), str(path)] + (["--warmup", warmup] if warmup and kind == "spark" else [])
             started = time.perf_counter()
@@ -176,6 +230,10 @@ def run_replay_bench(records: int = 10_000_000, groups: int = 100_000, members: 
     best2 = results.get("spark_2")
     if best2:
         ratios["spark_2core_seconds_per_10M_records"] = round(best2["seconds"] * 10_000_000 / best2["records"], 1)
+    core = results.get("core_1")
+    if core:
+        # two perfect cores, nothing but the core: no replay of this core on 2 cores is faster
+        ratios["core_alone_2core_seconds_per_10M_records"] = round(core["seconds"] * 10_000_000 / core["records"] / 2, 1)
     # a goal whose measurements did not run is null, not met or missed
     versus = [v for k, v in ratios.items() if k.startswith("spark_vs") and not k.endswith("_cpu")]
     scaling, per_10m = ratios.get("spark_scaling_1_to_2"), ratios.get("spark_2core_seconds_per_10M_records")
@@ -192,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(prog="replay_bench")
     p.add_argument("trace")
-    p.add_argument("--measure", choices=["plain", "spark"], required=True)
+    p.add_argument("--measure", choices=["plain", "spark", "core"], required=True)
     p.add_argument("--cores", type=int, default=1)
     p.add_argument("--warmup", default=None)
     a = p.parse_args(argv)

@@ -47,7 +47,8 @@ def add_bench_replay_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--records", type=int, default=10_000_000, help="replay: trace records to simulate")
     p.add_argument("--groups", type=int, default=100_000, help="replay: groups")
     p.add_argument("--trace", default=None, help="replay: use this trace instead of simulating one")
-    p.add_argument("--engines", default="plain,spark", help="replay: plain,spark")
+    p.add_argument("--engines", default="plain,spark,core",
+                   help="replay: any of plain,spark,core (core: the coordinator alone, one CPU)")
     p.add_argument("--workdir", default=None, help="replay: where simulated traces are cached")
 
 

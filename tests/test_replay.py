@@ -230,13 +230,19 @@ def test_cli_simulate_replay_and_exit_codes(tmp_path, faulty, capsys):
 
 def test_bench_replay_quick_smoke(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "groupcoord.adapters.replay_cli", "bench", "replay", "--quick",
-                           "--records", "6000", "--groups", "30", "--engines", "plain", "--workdir", str(tmp_path)],
+                           "--records", "6000", "--groups", "30", "--engines", "plain,core", "--workdir", str(tmp_path)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = [json.loads(ln) for ln in proc.stdout.splitlines() if ln.startswith("{")]
     names = [ln["name"] for ln in lines]
-    assert {"trace", "plain_1", "plain_2", "ratios", "goals"} <= set(names)
+    assert {"trace", "plain_1", "plain_2", "core_1", "ratios", "goals"} <= set(names)
     assert all(ln.get("findings", 0) == 0 for ln in lines)
+    by_name = {ln["name"]: ln for ln in lines}
+    # the core alone runs the same inputs as the plain replay
+    trace, core, plain = by_name["trace"], by_name["core_1"], by_name["plain_1"]
+    assert core["records"] == plain["records"] == trace["records"] and core["events"] == plain["events"]
+    assert core["groups"] == plain["groups"] == 30
+    assert by_name["ratios"]["core_alone_2core_seconds_per_10M_records"] > 0
     goals = next(ln for ln in lines if ln["name"] == "goals")
     # Spark did not run: its goals are unknown, not met
     assert goals == {"name": "goals", "spark_at_least_70pct_of_plain": None, "scaling_at_least_1.7x": None,
