@@ -21,8 +21,10 @@ The module runs under ``spark-submit`` too: ``spark-submit adapters/replay_job.p
 REPORT`` (ship groupcoord with ``--py-files`` on a cluster).
 
 Report (``--out``, default ``<trace>.report``): ``findings.parquet`` (rows with
-``row_kind`` "finding", one per group with a problem, or "task", one per task with totals),
-``summary.json`` and ``summary.txt``. Exit status 1 when anything was found.
+``row_kind`` "finding", one per group with a problem, "task", one per task with totals, or "unit",
+one per group replayed, where the manifest promises that no group spans files, so a group
+found in two files is reported), ``summary.json`` and ``summary.txt``. Exit status 1 when
+anything was found.
 """
 
 from __future__ import annotations
@@ -103,6 +105,9 @@ class PartitionReplay:
                                        check_invariants=options.get("invariants", True), loads=_loads(),
                                        dumps=_dumps())
         self.file_names = file_names  # when the file column holds indices into it
+        # one "unit" row per replayed group where the manifest promises that no group spans
+        # files: a group found in two files (a copied file) then shows on the driver
+        self.list_units = options.get("list_units", False)
         self.rows: list[dict] = []
         self.totals = {"units": 0, "records": 0, "inputs": 0, "outputs": 0, "instances": 0, "skipped": 0,
                        "units_with_findings": 0}
@@ -125,6 +130,8 @@ class PartitionReplay:
             t["outputs"] += r.outputs
             t["instances"] += r.instances
             t["skipped"] += r.skipped
+            if self.list_units:
+                self.rows.append({"row_kind": "unit", "group_id": r.group_id})
             f = r.finding
             if f is not None:
                 t["units_with_findings"] += 1
@@ -281,6 +288,7 @@ def spark_replay(spark, path: str, out: str, *, partitions: int | None = None, i
     # input: the shuffle that would bring each group together is not needed (a broken
     # promise shows up as groups whose records start past seq 0, never as a silent pass)
     whole_files = fmt == "parquet" and options["scope"] == "group" and not meta.get("groups_span_files", True)
+    options["list_units"] = whole_files
     started = time.perf_counter()
     if options["scope"] == "instance":
         paths = spark.createDataFrame([(str(f),) for f in files], "path string").repartition(min(n, len(files)))
@@ -316,8 +324,16 @@ def spark_replay(spark, path: str, out: str, *, partitions: int | None = None, i
     findings = rows.filter("row_kind = 'finding'")
     by_check = {f"{r['kind']}/{r['check']}": r["count"] for r in findings.groupBy("kind", "check").count().collect()}
     first = [r.asDict() for r in findings.orderBy("group_id").limit(sample).collect()]
+    several = {}
+    if whole_files:
+        repeated = rows.filter("row_kind = 'unit'").groupBy("group_id").count().filter("count > 1")
+        several = {r["group_id"]: r["count"] for r in repeated.orderBy("group_id").limit(sample).collect()}
+        if several:
+            agg = repeated.agg(F.count("*").alias("groups"), F.sum("count").alias("units")).collect()[0]
+            several = {"groups": int(agg["groups"]), "extra_units": int(agg["units"]) - int(agg["groups"]),
+                       "sample": sorted(several)}
     return _summarize(path, out_path, meta, totals, by_check, first, seconds, engine=f"spark {spark.sparkContext.master}",
-                      partitions=n)
+                      partitions=n, several=several)
 
 
 # ------------------------------------------------------------------ without Spark
@@ -415,9 +431,11 @@ def plain_replay(path: str, out: str, *, processes: int = 1, invariants: bool = 
 
     meta = trace_io.read_manifest(path)
     files = [str(f) for f in trace_io.trace_files(path)]
+    trace_io.trace_format(path)  # one format per trace
     options = {"config": meta.get("config") or {}, "outputs": meta.get("outputs", True),
                "scope": meta.get("scope", "group"), "invariants": invariants}
     split_files = not meta.get("groups_span_files", True)
+    options["list_units"] = split_files and options["scope"] == "group"
     tasks = [(path, files, i, processes, split_files, options) for i in range(processes)]
     started = time.perf_counter()
     if processes > 1:
@@ -444,22 +462,39 @@ def plain_replay(path: str, out: str, *, processes: int = 1, invariants: bool = 
     for r in findings:
         key = f"{r['kind']}/{r['check']}"
         by_check[key] = by_check.get(key, 0) + 1
+    seen: dict[str, int] = {}
+    for r in rows:
+        if r["row_kind"] == "unit":
+            seen[r["group_id"]] = seen.get(r["group_id"], 0) + 1
+    repeated = {g: c for g, c in seen.items() if c > 1}
+    several = {"groups": len(repeated), "extra_units": sum(repeated.values()) - len(repeated),
+               "sample": sorted(repeated)[:sample]} if repeated else {}
     return _summarize(path, out_path, meta, totals, by_check, findings[:sample], seconds,
                       engine=f"plain x{processes}", partitions=processes,
-                      task_seconds=[round(s, 2) for _, s in results])
+                      task_seconds=[round(s, 2) for _, s in results], several=several)
 
 
 # ------------------------------------------------------------------ the report
 
 
-def _summarize(path, out_path: Path, meta, totals, by_check, first, seconds, **extra) -> dict:
-    summary = {"trace": str(path), "report": str(out_path), "scope": meta.get("scope", "group"),
+def _summarize(path, out_path: Path, meta, totals, by_check, first, seconds, several=None, **extra) -> dict:
+    """``several``: groups replayed from more than one file although the manifest promises
+    that none spans files (counted once in ``units``; the run fails)."""
+    from groupcoord.adapters.trace_io import manifest_file
+
+    several = several or {}
+    totals = {**totals, "units": totals["units"] - several.get("extra_units", 0)}
+    manifest = manifest_file(path)
+    summary = {"trace": str(path), "report": str(out_path),
+               "manifest": str(manifest) if manifest.exists() else None, "scope": meta.get("scope", "group"),
                "outputs_compared": bool(meta.get("outputs", True)), "seconds": round(seconds, 2),
                "records_per_s": round(totals["records"] / seconds) if seconds else None,
                **totals, "findings_by_check": dict(sorted(by_check.items())),
                "first_findings": [{k: v for k, v in f.items() if k not in (
                    "row_kind", "units", "records", "inputs", "outputs", "instances", "skipped",
-                   "units_with_findings")} for f in first], **extra}
+                   "units_with_findings")} for f in first],
+               "groups_in_several_files": several.get("groups", 0),
+               "groups_in_several_files_sample": several.get("sample", []), **extra}
     (out_path / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     (out_path / "summary.txt").write_text(format_report(summary) + "\n")
     return summary
@@ -470,9 +505,13 @@ def format_report(summary: dict) -> str:
     unit = "groups" if s["scope"] == "group" else "recordings"
     lines = [f"replayed {s['records']:,} records ({s['inputs']:,} inputs, {s['outputs']:,} outputs) of "
              f"{s['units']:,} {unit} in {s['seconds']}s with {s['engine']}"
-             + ("" if s["outputs_compared"] else " (the trace has no outputs: invariants only)"),
-             f"{s['units_with_findings']:,} {unit} with findings"
-             + (":" if s["units_with_findings"] else "; no divergence, no violation")]
+             + ("" if s["outputs_compared"] else " (the trace has no outputs: invariants only)")]
+    if s.get("manifest", "") is None:
+        lines.append("no meta.json beside the trace: replayed with the defaults (group scope, outputs compared, "
+                     "the default coordinator config); a trace recorded with other settings diverges where they "
+                     "matter")
+    lines.append(f"{s['units_with_findings']:,} {unit} with findings"
+                 + (":" if s["units_with_findings"] else "; no divergence, no violation"))
     for key, count in s["findings_by_check"].items():
         lines.append(f"  {count:>8,}  {key}")
     if s["first_findings"]:
@@ -486,6 +525,10 @@ def format_report(summary: dict) -> str:
                 lines.append(f"    expected: {_short(f['expected'])}")
             if f.get("actual") is not None:
                 lines.append(f"    actual:   {_short(f['actual'])}")
+    if s.get("groups_in_several_files"):
+        sample = ", ".join(repr(g) for g in s["groups_in_several_files_sample"][:5])
+        lines.append(f"{s['groups_in_several_files']:,} groups are in more than one file, though meta.json promises "
+                     f"that none is (groups_span_files: false); each copy was replayed alone: {sample}")
     lines.append(f"report: {s['report']}/findings.parquet, summary.json, summary.txt")
     return "\n".join(lines)
 
@@ -516,7 +559,7 @@ def run(args) -> int:
               f"(or run with --engine plain, which needs only pyarrow)", file=sys.stderr)
         return 2
     print(format_report(summary))
-    return 1 if summary["units_with_findings"] else 0
+    return 1 if summary["units_with_findings"] or summary["groups_in_several_files"] else 0
 
 
 def add_arguments(p: argparse.ArgumentParser, master: str | None = "local[*]") -> None:

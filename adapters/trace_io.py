@@ -69,10 +69,15 @@ def write_manifest(directory: str | os.PathLike, *, scope: str = GROUP, outputs:
     return path
 
 
+def manifest_file(path: str | os.PathLike) -> Path:
+    """Where a trace's ``meta.json`` is (it may not exist)."""
+    p = Path(path)
+    return (p if p.is_dir() else p.parent) / MANIFEST
+
+
 def read_manifest(path: str | os.PathLike) -> dict:
     """The manifest of a trace (defaults where there is none); TraceError if it is invalid."""
-    p = Path(path)
-    where = (p if p.is_dir() else p.parent) / MANIFEST
+    where = manifest_file(path)
     meta = default_manifest()
     if not where.exists():
         return meta

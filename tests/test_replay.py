@@ -304,3 +304,48 @@ def test_single_leader_allows_a_replaced_static_leader_loaded_from_storage():
     assert checks.step(None, [answer(2, "new", "new")], requests.get, groups.get, {"g": replaced}.get) == []
     stranger = checks.step(None, [answer(1, "b", "b")], requests.get, groups.get, {"g": replaced}.get)
     assert tc.SINGLE_LEADER in {v.split(":")[0] for v in stranger}
+
+
+def test_a_copied_file_breaks_the_promise_and_fails_the_replay(root, tmp_path, capsys):
+    """The manifest promises that no group spans files; a copy of one file puts its groups in
+    two files, each copy complete from seq 0. Both copies replay clean alone, so only the
+    group ids across files show it: the replay names them, counts each group once, exits 1."""
+    copy = tmp_path / "copied"
+    shutil.copytree(simulated(root), copy)
+    first = sorted(copy.glob("part-*.parquet"))[0]
+    shutil.copy(first, copy / "part-copy.parquet")
+    gid = trace_io.COLUMNS.index("group_id")
+    in_first = {row[gid] for row in rows_of(first)}
+    for processes in (1, 2):
+        s = replay_job.plain_replay(str(copy), str(tmp_path / f"r{processes}"), processes=processes)
+        assert s["units_with_findings"] == 0 and s["units"] == GROUPS
+        assert s["groups_in_several_files"] == len(in_first)
+        assert set(s["groups_in_several_files_sample"]) == set(sorted(in_first)[:20])
+    assert replay_cli.main(["replay", str(copy), "--engine", "plain", "--out", str(tmp_path / "r")]) == 1
+    assert "are in more than one file, though meta.json promises" in capsys.readouterr().out
+    # without the promise the copies are brought together and flagged as repeated records
+    meta = json.loads((copy / "meta.json").read_text())
+    (copy / "meta.json").write_text(json.dumps({**meta, "groups_span_files": True}))
+    s = replay_job.plain_replay(str(copy), str(tmp_path / "r3"))
+    assert s["units_with_findings"] == len(in_first) and s["groups_in_several_files"] == 0
+
+
+def test_a_trace_without_meta_json_says_so(root, tmp_path, capsys):
+    """No manifest: the defaults apply, and the report says so (the simulator's retention
+    setting then makes every group diverge, which would otherwise look like a core bug)."""
+    bare = tmp_path / "bare"
+    shutil.copytree(simulated(root), bare)
+    (bare / "meta.json").unlink()
+    assert replay_cli.main(["replay", str(bare), "--engine", "plain", "--out", str(tmp_path / "r")]) == 1
+    out = capsys.readouterr().out
+    assert "no meta.json beside the trace: replayed with the defaults" in out
+    assert replay_cli.main(["replay", str(simulated(root)), "--engine", "plain", "--out", str(tmp_path / "r2")]) == 0
+    assert "no meta.json" not in capsys.readouterr().out
+
+
+def test_a_trace_mixing_formats_is_refused(root, tmp_path):
+    mixed = tmp_path / "mixed"
+    shutil.copytree(simulated(root), mixed)
+    shutil.copy(sorted(simulated(root, "jsonl").glob("part-*.jsonl"))[0], mixed / "extra.jsonl")
+    with pytest.raises(trace_io.TraceError, match="mixes JSON Lines and Parquet"):
+        replay_job.plain_replay(str(mixed), str(tmp_path / "r"))

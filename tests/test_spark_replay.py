@@ -141,3 +141,20 @@ def test_the_module_runs_under_spark_submit(data, tmp_path):
     assert summary["units"] == GROUPS and summary["units_with_findings"] == len(injected)
     assert {f["group_id"] for f in summary["first_findings"]} == set(injected)
     assert "spark local[1]" in proc.stdout, proc.stdout[-2000:]
+
+
+def test_a_copied_file_breaks_the_promise(spark, data, tmp_path):
+    """Each Parquet file is one task under the promise; a copied file's groups replay clean
+    in both tasks, and the driver finds them by their group ids."""
+    import pyarrow.parquet as pq
+
+    copy = tmp_path / "copied"
+    shutil.copytree(data[0], copy)
+    first = sorted(copy.glob("part-*.parquet"))[0]
+    shutil.copy(first, copy / "part-copy.parquet")
+    in_first = set(pq.read_table(first, columns=["group_id"]).column("group_id").to_pylist())
+    s = replay_job.spark_replay(spark, str(copy), str(tmp_path / "report"))
+    assert s["units"] == GROUPS and s["units_with_findings"] == 0
+    assert s["groups_in_several_files"] == len(in_first)
+    assert set(s["groups_in_several_files_sample"]) == in_first
+    assert "are in more than one file" in replay_job.format_report(s)
