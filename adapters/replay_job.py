@@ -417,7 +417,8 @@ def _replay_sorted(job: "PartitionReplay", tables: list) -> None:
     del tables[:]
     # 64-bit string offsets: a take of sorted rows may gather more than 2 GB of data
     table = table.set_column(table.column_names.index("data"), "data", table["data"].cast(pa.large_string()))
-    order = pc.sort_indices(table, sort_keys=[("group_id", "ascending", "at_start"), ("seq", "ascending", "at_end")])
+    # a null seq first in its group, as Spark sorts it: the group's first finding is that row
+    order = pc.sort_indices(table, sort_keys=[("group_id", "ascending", "at_start"), ("seq", "ascending", "at_start")])
     step = 65_536  # take slices: one take of the whole table can pass 2 GB of strings
     for start in range(0, len(order), step):
         batch = table.take(order.slice(start, step))
@@ -501,6 +502,8 @@ def _summarize(path, out_path: Path, meta, totals, by_check, first, seconds, sev
 
 
 def format_report(summary: dict) -> str:
+    from groupcoord.core.replay import MALFORMED_ROW
+
     s = summary
     unit = "groups" if s["scope"] == "group" else "recordings"
     lines = [f"replayed {s['records']:,} records ({s['inputs']:,} inputs, {s['outputs']:,} outputs) of "
@@ -518,8 +521,9 @@ def format_report(summary: dict) -> str:
         lines.append(f"first findings (by group, {len(s['first_findings'])} shown; all in {s['report']}/findings.parquet):")
         for f in s["first_findings"]:
             where = f"{f['file']}:{f['line']}" if f.get("file") else f"seq {f.get('seq')}"
-            lines.append(f"- {f['group_id']!r}: {f['kind']} [{f['checks']}] at {where} "
-                         f"(seq {f['seq']}, {f['dir']} {f['type']}, ts {f['ts_ms']})")
+            record = ("a line that could not be read" if f["type"] == MALFORMED_ROW else
+                      f"seq {f['seq']}, {f['dir']} {f['type']}, ts {f['ts_ms']}")
+            lines.append(f"- {f['group_id']!r}: {f['kind']} [{f['checks']}] at {where} ({record})")
             lines.append(f"    {_short(f['detail'], 700)}")
             if f.get("expected") is not None:
                 lines.append(f"    expected: {_short(f['expected'])}")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -363,20 +364,33 @@ def _jsonl_batches(f: Path, batch_rows: int, strict: bool):
         yield cols
 
 
+_GROUP_FIELD = re.compile(r'"group_id"\s*:\s*("(?:[^"\\]|\\.)*")')
+_SEQ_FIELD = re.compile(r'"seq"\s*:\s*(-?\d+)\s*[,}]')
+
+
 def _placement(line: str) -> tuple:
-    """(group_id, partition, seq) of a bad line, when it is JSON enough to say (so the bad
-    record is reported in its group, in its place), else (None, None, -1)."""
+    """(group_id, partition, seq) of a bad line, so the bad record is reported in its group,
+    in its place: read from the JSON, or from the text of a line that is not JSON (a
+    truncated line keeps its first fields). A group without a usable seq gets -1: the bad
+    record comes first in its group. (None, None, -1) when the group cannot be told."""
     try:
         raw = json.loads(line)
     except ValueError:
-        return None, None, -1
+        raw = None
+    if raw is None:
+        head = line.split('"data"', 1)[0]  # the record's own fields, not the event's
+        group, seq = _GROUP_FIELD.search(head), _SEQ_FIELD.search(head)
+        try:
+            gid = json.loads(group.group(1)) if group else None
+        except ValueError:
+            gid = None
+        return gid, None, int(seq.group(1)) if gid is not None and seq else -1
     if not isinstance(raw, dict):
         return None, None, -1
-    gid, seq = raw.get("group_id"), raw.get("seq")
-    if not (gid is None or isinstance(gid, str)) or type(seq) is not int:
+    gid, seq, part = raw.get("group_id"), raw.get("seq"), raw.get("partition")
+    if not isinstance(gid, str):
         return None, None, -1
-    part = raw.get("partition")
-    return gid, part if type(part) is int else None, seq
+    return gid, part if type(part) is int else None, seq if type(seq) is int else -1
 
 
 def _empty() -> dict[str, list]:

@@ -164,11 +164,50 @@ def test_jsonl_trace_and_malformed_lines(root, tmp_path):
     with pytest.raises(trace.TraceError, match=rf"{part.name}:11: not JSON"):
         list(trace_io.iter_batches(dst))
     s = replay_job.plain_replay(str(dst), str(tmp_path / "report"), sample=50)
-    flagged = {f["group_id"] for f in s["first_findings"]}
-    malformed = [f for f in s["first_findings"] if f["kind"] == "malformed"]
-    assert malformed and malformed[0]["file"] == str(part) and malformed[0]["line"] == 11
-    # the line was not JSON: its group is unknown, and that group has a gap in its sequence
-    assert victim["group_id"] in flagged and len(flagged - {None}) == 1
+    # not JSON, but its group can be read off the text: the one finding is in that group
+    # (first in it, its seq being cut off), at the bad line; no gap reported elsewhere
+    assert [(f["group_id"], f["kind"], f["file"], f["line"]) for f in s["first_findings"]] == \
+        [(victim["group_id"], "malformed", str(part), 11)]
+    assert s["units_with_findings"] == 1 and s["units"] == GROUPS
+    assert "(a line that could not be read)" in replay_job.format_report(s)
+    # cut after its seq: the bad record takes its own place in its group
+    lines[10] = json.dumps(victim, separators=(",", ":"))[:90]
+    assert f'"seq":{victim["seq"]},' in lines[10]
+    part.write_text("\n".join(lines) + "\n")
+    s = replay_job.plain_replay(str(dst), str(tmp_path / "report2"), sample=50)
+    assert [(f["group_id"], f["kind"], f["seq"], f["line"]) for f in s["first_findings"]] == \
+        [(victim["group_id"], "malformed", victim["seq"], 11)]
+
+
+def test_a_bad_seq_is_reported_in_its_group(root, tmp_path):
+    """A line that is JSON but whose seq is not an integer, and a Parquet row whose seq is
+    null: each is the one finding of its group, at its own line."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = simulated(root, "jsonl")
+    dst = tmp_path / "jsonl"
+    shutil.copytree(src, dst)
+    part = sorted(dst.glob("part-*.jsonl"))[0]
+    lines = part.read_text().splitlines()
+    victim = json.loads(lines[4])
+    lines[4] = json.dumps({**victim, "seq": None})
+    part.write_text("\n".join(lines) + "\n")
+    s = replay_job.plain_replay(str(dst), str(tmp_path / "r1"), sample=50)
+    assert [(f["group_id"], f["kind"], f["line"]) for f in s["first_findings"]] == \
+        [(victim["group_id"], "malformed", 5)]
+    src = simulated(root)
+    dst = tmp_path / "parquet"
+    shutil.copytree(src, dst)
+    part = sorted(dst.glob("part-*.parquet"))[0]
+    table = pq.read_table(part)
+    seq = table.column("seq").to_pylist()
+    victim_group = table.column("group_id")[4].as_py()
+    seq[4] = None
+    table = table.set_column(table.column_names.index("seq"), "seq", pa.array(seq, pa.int64()))
+    pq.write_table(table, part)
+    s = replay_job.plain_replay(str(dst), str(tmp_path / "r2"), sample=50)
+    assert [(f["group_id"], f["kind"], f["line"]) for f in s["first_findings"]] == [(victim_group, "malformed", 5)]
 
 
 @pytest.mark.parametrize("mutate, message", [

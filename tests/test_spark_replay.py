@@ -91,6 +91,12 @@ def test_jsonl_trace_with_a_bad_line(spark, data, tmp_path):
     f = s["first_findings"][0]
     assert (f["kind"], f["file"], f["line"], f["group_id"]) == ("malformed", str(part), 8, record["group_id"])
     assert "surprise" in f["detail"]
+    # a line cut short (not JSON) is placed by the text it kept: one finding, in its group
+    lines[7] = json.dumps(record)[:60]
+    part.write_text("\n".join(lines) + "\n")
+    s = replay_job.spark_replay(spark, str(dst), str(tmp_path / "report2"))
+    assert [(f["kind"], f["line"], f["group_id"]) for f in s["first_findings"]] == \
+        [("malformed", 8, record["group_id"])], replay_job.format_report(s)
 
 
 def test_shared_recording_replays_clean(spark, tmp_path):
