@@ -391,7 +391,11 @@ def _read_table(f, i: int):
         t = pq.read_table(f, columns=list(TRACE_FIELDS))
         line = pc.cumulative_sum(pa.nulls(t.num_rows, pa.int64()).fill_null(1))
         return t.append_column("file", pa.nulls(t.num_rows, pa.int32()).fill_null(i)).append_column("line", line)
-    t = pa.Table.from_batches([pa.RecordBatch.from_pydict(c) for c in trace_io.iter_batches(f, strict=False)])
+    batches = [pa.RecordBatch.from_pydict(c) for c in trace_io.iter_batches(f, strict=False)]
+    if not batches:  # an empty file (or blank lines only): no records
+        schema = trace_io.arrow_schema().append(pa.field("file", pa.int32())).append(pa.field("line", pa.int64()))
+        return schema.empty_table()
+    t = pa.Table.from_batches(batches)
     return t.set_column(t.column_names.index("file"), "file", pa.nulls(t.num_rows, pa.int32()).fill_null(i))
 
 

@@ -382,6 +382,16 @@ def test_a_trace_without_meta_json_says_so(root, tmp_path, capsys):
     assert "no meta.json" not in capsys.readouterr().out
 
 
+def test_empty_jsonl_files_hold_no_records(root, tmp_path):
+    dst = tmp_path / "with-empty"
+    shutil.copytree(simulated(root, "jsonl"), dst)
+    (dst / "empty.jsonl").write_text("")
+    (dst / "blank.jsonl").write_text("\n\n")
+    for processes in (1, 2):
+        s = replay_job.plain_replay(str(dst), str(tmp_path / f"r{processes}"), processes=processes)
+        assert s["units"] == GROUPS and s["units_with_findings"] == 0
+
+
 def test_a_trace_mixing_formats_is_refused(root, tmp_path):
     mixed = tmp_path / "mixed"
     shutil.copytree(simulated(root), mixed)
