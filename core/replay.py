@@ -524,7 +524,7 @@ class UnitReplay:
 
     def _scope_of(self, group_id, partition):
         """The sequence a record belongs to (after checking it belongs to this unit)."""
-        if self.scope == GROUP and group_id != self._group_id_check:
+        if self.scope == GROUP and (group_id is None or group_id != self._group_id_check):
             self._stop(CONTRACT, tc.SEQUENCE_ORDER,
                        f"record of group {group_id!r} inside the stream of {self._group_id_check!r}"
                        if group_id is not None else

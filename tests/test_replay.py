@@ -398,3 +398,16 @@ def test_a_trace_mixing_formats_is_refused(root, tmp_path):
     shutil.copy(sorted(simulated(root, "jsonl").glob("part-*.jsonl"))[0], mixed / "extra.jsonl")
     with pytest.raises(trace_io.TraceError, match="mixes JSON Lines and Parquet"):
         replay_job.plain_replay(str(mixed), str(tmp_path / "r"))
+
+
+def test_an_instance_recording_read_as_group_scoped_is_a_contract_finding(tmp_path):
+    """A shared coordinator's recording has group-less records (its LoadPartition first);
+    replayed under the group scope, that record is the finding: the inputs break the
+    contract of a group stream, whatever its seq."""
+    path = shared_recording(tmp_path)
+    assert trace_io.read_manifest(path)["scope"] == "instance"
+    results = replay.replay_records(trace_io.read_records(path), scope=replay.GROUP)
+    found = [r.finding for r in results if r.finding]
+    assert found and all(f.group_id is not None or f.kind == "contract" for f in found)
+    groupless = [f for f in found if f.group_id is None]
+    assert groupless and groupless[0].kind == "contract" and "replay it with scope 'instance'" in groupless[0].detail
