@@ -267,6 +267,36 @@ def _one_task_per_file(spark, files):
                 spark.conf.set(k, v)
 
 
+REPORT_FILES = ("findings.parquet", "summary.json", "summary.txt")
+
+
+def report_dir(path: str, out: str) -> Path:
+    """The report directory for trace ``path``, checked before any work: a report inside the
+    trace would be read as trace files by the next replay, a trace inside the report would
+    be deleted with the old report, and an existing directory that is not a report is never
+    emptied."""
+    from groupcoord.adapters.trace_io import TraceError
+
+    trace = Path(path).resolve()
+    trace_dir = trace if trace.is_dir() else trace.parent
+    out_path = Path(out)
+    target = out_path.resolve()
+    if target == trace_dir or trace_dir in target.parents:
+        raise TraceError(f"{out}: the report would be inside the trace {path} (and read as part of it next time)")
+    if trace == target or target in trace.parents:
+        raise TraceError(f"{out}: the trace {path} is inside it, and an old report is deleted")
+    if target.exists() and (not target.is_dir() or any(
+            p.name not in REPORT_FILES for p in target.iterdir())):
+        raise TraceError(f"{out}: exists and is not a replay report; not replacing it")
+    return out_path
+
+
+def _fresh(out_path: Path) -> None:
+    if out_path.exists():
+        shutil.rmtree(out_path)
+    out_path.mkdir(parents=True)
+
+
 def default_partitions(spark) -> int:
     return max(4, 4 * spark.sparkContext.defaultParallelism)
 
@@ -281,6 +311,7 @@ def spark_replay(spark, path: str, out: str, *, partitions: int | None = None, i
     meta = trace_io.read_manifest(path)
     files = trace_io.trace_files(path)  # names only; fails early on foreign files
     fmt = trace_io.trace_format(path)
+    out_path = report_dir(path, out)
     options = {"config": meta.get("config") or {}, "outputs": meta.get("outputs", True),
                "scope": meta.get("scope", "group"), "invariants": invariants}
     n = partitions or default_partitions(spark)
@@ -310,10 +341,7 @@ def spark_replay(spark, path: str, out: str, *, partitions: int | None = None, i
         else:
             df = df.repartition(n, "group_id").sortWithinPartitions("group_id", "seq")
         result = df.mapInArrow(lambda it: replay_batches(it, options), RESULT_SCHEMA)
-    out_path = Path(out)
-    if out_path.exists():
-        shutil.rmtree(out_path)
-    out_path.mkdir(parents=True)
+    _fresh(out_path)
     with _one_task_per_file(spark, files) if whole_files else contextlib.nullcontext():
         result.write.parquet(str(out_path / "findings.parquet"))
     seconds = time.perf_counter() - started
@@ -437,6 +465,7 @@ def plain_replay(path: str, out: str, *, processes: int = 1, invariants: bool = 
     meta = trace_io.read_manifest(path)
     files = [str(f) for f in trace_io.trace_files(path)]
     trace_io.trace_format(path)  # one format per trace
+    out_path = report_dir(path, out)
     options = {"config": meta.get("config") or {}, "outputs": meta.get("outputs", True),
                "scope": meta.get("scope", "group"), "invariants": invariants}
     split_files = not meta.get("groups_span_files", True)
@@ -452,10 +481,7 @@ def plain_replay(path: str, out: str, *, processes: int = 1, invariants: bool = 
         results = [plain_task(tasks[0])]
     seconds = time.perf_counter() - started
     rows = [r for rs, _ in results for r in rs]
-    out_path = Path(out)
-    if out_path.exists():
-        shutil.rmtree(out_path)
-    out_path.mkdir(parents=True)
+    _fresh(out_path)
     import pyarrow as pa
 
     pq.write_table(pa.Table.from_batches([_result_batch(rows)]), str(out_path / "findings.parquet"))

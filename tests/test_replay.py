@@ -411,3 +411,24 @@ def test_an_instance_recording_read_as_group_scoped_is_a_contract_finding(tmp_pa
     assert found and all(f.group_id is not None or f.kind == "contract" for f in found)
     groupless = [f for f in found if f.group_id is None]
     assert groupless and groupless[0].kind == "contract" and "replay it with scope 'instance'" in groupless[0].detail
+
+
+def test_the_report_never_replaces_what_is_not_a_report(root, tmp_path, capsys):
+    src = tmp_path / "trace"
+    shutil.copytree(simulated(root), src)
+    before = sorted(p.name for p in src.iterdir())
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    for out, message in ((src / "report", "inside the trace"), (tmp_path, "the trace .* is inside it"),
+                         (other, "is not a replay report"), (src / "meta.json", "inside the trace")):
+        with pytest.raises(trace_io.TraceError, match=message):
+            replay_job.plain_replay(str(src), str(out))
+    assert sorted(p.name for p in src.iterdir()) == before and (other / "keep.txt").read_text() == "mine"
+    assert replay_cli.main(["replay", str(src), "--engine", "plain", "--out", str(other)]) == 2
+    assert "is not a replay report" in capsys.readouterr().err
+    # an earlier report is replaced
+    report = tmp_path / "report"
+    for _ in range(2):
+        assert replay_job.plain_replay(str(src), str(report))["units_with_findings"] == 0
+    assert sorted(p.name for p in report.iterdir()) == sorted(replay_job.REPORT_FILES)
