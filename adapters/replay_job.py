@@ -165,8 +165,18 @@ def _file_values(column) -> list:
 
     distinct = pc.unique(column)
     if len(distinct) == 1:
-        return [distinct[0].as_py()] * len(column)
-    return column.to_pylist()
+        return [_local_path(distinct[0].as_py())] * len(column)
+    return [_local_path(v) for v in column.to_pylist()]
+
+
+def _local_path(uri):
+    """Spark's ``file:/tmp/a%20b.parquet`` as ``/tmp/a b.parquet``, as the plain replay names
+    it; other schemes (hdfs:, s3a:) stay URIs."""
+    if type(uri) is str and uri.startswith("file:"):
+        from urllib.parse import unquote, urlparse
+
+        return unquote(urlparse(uri).path)
+    return uri
 
 
 def replay_batches(batches: Iterator, options: dict) -> Iterator:

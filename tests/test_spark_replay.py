@@ -67,11 +67,11 @@ def test_faults_are_flagged_for_exactly_their_groups(spark, data, tmp_path):
     for gid, fault in injected.items():
         f = found[gid]
         assert faults.EXPECTED_CHECK[fault] in f["checks"].split(","), (fault, f)
-        assert f["file"].endswith(".parquet") and f["line"] >= 1
+        assert f["file"].startswith(str(faulty)) and f["file"].endswith(".parquet") and f["line"] >= 1
     # the same findings as the plain replay
     plain = replay_job.plain_replay(str(faulty), str(tmp_path / "plain"), sample=100)
-    assert {(f["group_id"], f["checks"], f["seq"]) for f in plain["first_findings"]} == \
-        {(f["group_id"], f["checks"], f["seq"]) for f in s["first_findings"]}
+    assert {(f["group_id"], f["checks"], f["seq"], f["file"], f["line"]) for f in plain["first_findings"]} == \
+        {(f["group_id"], f["checks"], f["seq"], f["file"], f["line"]) for f in s["first_findings"]}
     rows = spark.read.parquet(str(tmp_path / "report" / "findings.parquet"))
     assert rows.filter("row_kind = 'finding'").count() == len(injected)
 
