@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from .server_cli import SERVER_COMMANDS, add_server_commands, run_server_command
 
 
 def main(argv: list[str] | None = None) -> int:
+    return quiet_on_broken_pipe(_main, argv)
+
+
+def quiet_on_broken_pipe(command, argv) -> int:
+    """Run ``command(argv)``; when its reader goes away (``groupcoord ... | head``), exit 1
+    without a traceback, the usual recipe for Python programs in pipelines."""
+    try:
+        code = command(argv)
+        sys.stdout.flush()  # a closed pipe shows up here, inside the try, not at interpreter exit
+        return code
+    except BrokenPipeError:
+        # the interpreter flushes stdout once more on exit: let that go to devnull
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="groupcoord", description="Kafka's classic group coordinator.")
     sub = parser.add_subparsers(dest="command", required=True)
     add_server_commands(sub)  # serve, groups, offsets

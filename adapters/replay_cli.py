@@ -9,6 +9,7 @@ groupcoord.adapters.replay_cli ...`` runs the same commands on their own.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 COMMANDS = ("simulate", "timeline", "replay", "inject-faults")
@@ -16,31 +17,74 @@ COMMANDS = ("simulate", "timeline", "replay", "inject-faults")
 
 def add_replay_commands(sub) -> None:
     p = sub.add_parser("simulate", help="simulate consumer groups into a trace (and a summary)")
-    p.add_argument("--groups", type=int, default=100)
-    p.add_argument("--members", type=int, default=3, help="members per group (varies by +-1)")
-    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--groups", type=_count, default=100, help="consumer groups to simulate (default: %(default)s)")
+    p.add_argument("--members", type=_count, default=3,
+                   help="members per group, varying by +-1 (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=1,
+                   help="the same seed gives the same trace records (default: %(default)s)")
     p.add_argument("--out", required=True, help="trace directory to write")
-    p.add_argument("--duration", type=float, default=120.0, help="seconds of each group's life (default 120)")
-    p.add_argument("--incidents", type=float, default=2.0, help="incidents per group-minute (default 2)")
-    p.add_argument("--format", choices=["parquet", "jsonl"], default="parquet")
-    p.add_argument("--jobs", type=int, default=1, help="processes (the trace does not depend on it)")
+    p.add_argument("--duration", type=_positive_seconds, default=120.0,
+                   help="seconds of each group's life (default: %(default)s)")
+    p.add_argument("--incidents", type=_rate, default=2.0, help="incidents per group-minute (default: %(default)s)")
+    p.add_argument("--format", choices=["parquet", "jsonl"], default="parquet",
+                   help="trace file format (default: %(default)s)")
+    p.add_argument("--jobs", type=_count, default=1,
+                   help="processes (default: %(default)s); the records and their order do not depend on it, "
+                        "but how many part files they are split into does")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
 
     p = sub.add_parser("timeline", help="draw one group of a trace over time (PNG or HTML)")
-    p.add_argument("trace")
-    p.add_argument("--group", required=True)
-    p.add_argument("--out", required=True, help="FILE.png or FILE.html")
+    p.add_argument("trace", help="a group-scoped trace directory or file (as written by simulate)")
+    p.add_argument("--group", required=True, help="the group id to draw, e.g. group-000003")
+    p.add_argument("--out", required=True, type=_timeline_out, help="FILE.png or FILE.html")
 
     p = sub.add_parser("replay", help="replay a trace through the core and check it (Spark or plain)")
     from .replay_job import add_arguments
 
     add_arguments(p)
 
+    from .faults import FAULTS
+
     p = sub.add_parser("inject-faults", help="copy a group-scoped trace with faults injected (for demos)")
-    p.add_argument("trace")
-    p.add_argument("--out", required=True)
-    p.add_argument("--faults", default=None, help="comma-separated subset of the known faults")
+    p.add_argument("trace", help="the group-scoped trace to copy (it is not changed)")
+    p.add_argument("--out", required=True, help="directory for the copy, outside the trace")
+    p.add_argument("--faults", default=None,
+                   help=f"comma-separated subset of the known faults, each into its own group "
+                        f"(default: all of {', '.join(FAULTS)})")
+
+
+def _number(text: str, kind, minimum, what: str):
+    """An argparse value of type ``kind`` at least ``minimum`` (finite), with a message saying so."""
+    try:
+        x = kind(text)
+    except ValueError:
+        x = None
+    if x is None or not (math.isfinite(x) and x >= minimum):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+    return x
+
+
+def _timeline_out(text: str) -> str:
+    from .timeline import out_format
+
+    try:
+        out_format(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
+def _count(text: str) -> int:
+    return _number(text, int, 1, "a whole number of at least 1")
+
+
+def _positive_seconds(text: str) -> float:
+    return _number(text, float, 0.001, "seconds, at least 0.001")
+
+
+def _rate(text: str) -> float:
+    return _number(text, float, 0, "a number of at least 0")
 
 
 def add_bench_replay_arguments(p: argparse.ArgumentParser) -> None:
@@ -83,16 +127,7 @@ def run_replay_command(args) -> int:
 
             return run(args)
         if args.command == "inject-faults":
-            from .faults import FAULTS, inject
-
-            chosen = tuple(args.faults.split(",")) if args.faults else FAULTS
-            unknown = set(chosen) - set(FAULTS)
-            if unknown:
-                print(f"error: unknown faults {sorted(unknown)}; known: {', '.join(FAULTS)}", file=sys.stderr)
-                return 2
-            for gid, fault in inject(args.trace, args.out, chosen).items():
-                print(f"{gid}\t{fault}")
-            return 0
+            return _inject_faults(args)
     except TraceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -101,6 +136,24 @@ def run_replay_command(args) -> int:
               f"matplotlib): pip install 'groupcoord[replay]', or use JSON Lines / HTML", file=sys.stderr)
         return 2
     return 2
+
+
+def _inject_faults(args) -> int:
+    from .faults import FAULTS, FaultError, inject
+
+    chosen = tuple(dict.fromkeys(f for f in args.faults.split(",") if f)) if args.faults else FAULTS
+    unknown = set(chosen) - set(FAULTS)
+    if unknown or not chosen:
+        print(f"error: unknown faults {sorted(unknown)}; known: {', '.join(FAULTS)}", file=sys.stderr)
+        return 2
+    try:
+        injected = inject(args.trace, args.out, chosen)
+    except FaultError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for gid, fault in injected.items():
+        print(f"{gid}\t{fault}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,4 +171,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from groupcoord.adapters.cli import quiet_on_broken_pipe
+
+    sys.exit(quiet_on_broken_pipe(main, None))

@@ -11,10 +11,12 @@ each group: members joining and leaving, static and dynamic members, crashes (an
 restarts), members exceeding max.poll.interval, slow heartbeats, rolling restarts and
 coordinator failovers (graceful, with UnloadPartition, or a crash).
 
-Everything is a function of (seed, group index), so a run is reproducible and independent
-of ``--jobs``. The output is a trace directory (``part-NNNNN.parquet`` or ``.jsonl`` files,
-each holding whole groups, and ``meta.json``) plus ``summary.json``: rebalances, the time
-groups spent not Stable, partitions moved, per strategy.
+Everything is a function of (seed, group index), so a run is reproducible. The output is a
+trace directory (``part-NNNNN.parquet`` or ``.jsonl`` files, each holding whole groups in
+index order, and ``meta.json``) plus ``summary.json``: rebalances, the time groups spent not
+Stable, partitions moved, per strategy. ``--jobs`` changes neither the records nor their
+order (the part files read in name order), only how many part files they are split into:
+about four per process, so that every process has files to write.
 """
 
 from __future__ import annotations
@@ -687,6 +689,9 @@ def simulate(out: str | os.PathLike, *, groups: int, members: int, seed: int, du
     """Simulate ``groups`` groups into the trace directory ``out``; returns the summary."""
     from .trace_io import write_manifest
 
+    _check_sizes(groups=groups, members=members, duration_ms=duration_ms, jobs=jobs)
+    if not incidents_per_min >= 0:
+        raise ValueError(f"incidents_per_min must be at least 0, not {incidents_per_min}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     for old in out.glob("part-*"):
@@ -728,6 +733,13 @@ def simulate(out: str | os.PathLike, *, groups: int, members: int, seed: int, du
                     "seconds": round(elapsed, 2), "trace": str(out)})
     (out / SUMMARY).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
+
+
+def _check_sizes(**sizes: int) -> None:
+    """Refuse sizes below 1 before anything is written (0 groups would leave an empty trace)."""
+    for name, n in sizes.items():
+        if n < 1:
+            raise ValueError(f"{name} must be at least 1, not {n}")
 
 
 def summarize(per_group: list[dict]) -> dict:

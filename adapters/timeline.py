@@ -6,9 +6,13 @@ state, generation, leader, members and their assignments are sampled. The pictur
 
 * a band of the group's state (Empty, PreparingRebalance, CompletingRebalance, Stable),
 * one lane per member (in order of appearance): a bar while it is in the group, labelled
-  with its partitions at each new assignment, the leader's bar outlined,
+  with its partitions (``a0,2 b1``: partitions 0 and 2 of topic-a, 1 of topic-b; ``-``: none)
+  each time the group becomes Stable in a generation and whenever they change, so a member
+  given the same partitions again is labelled again; the leader's bar outlined,
 * markers: joins, leaves, session expiries, fenced requests; dashed lines at each
-  generation; red lines where a coordinator instance took over (failover).
+  generation; red lines where a coordinator instance took over (failover); a hatched state
+  band while the coordinator holds no such group (before its first join, after its deletion,
+  while no coordinator instance holds it).
 
 PNG is drawn with matplotlib (Agg); HTML is a self-contained page with an SVG and
 tooltips. Both come from the same ``Timeline`` model.
@@ -17,6 +21,7 @@ tooltips. Both come from the same ``Timeline`` model.
 from __future__ import annotations
 
 import html
+import textwrap
 from pathlib import Path
 
 import attrs
@@ -30,6 +35,8 @@ from groupcoord.core.replay import decode_event
 
 STATE_COLORS = {"Empty": "#c8c8c8", "PreparingRebalance": "#f4a259", "CompletingRebalance": "#f6d55c",
                 "Stable": "#5bb381", "Dead": "#333333", "absent": "#ffffff"}
+ABSENT_LABEL = "no group: not created yet, deleted, or no coordinator holds it (failover)"
+ASSIGNMENT_HELP = "a0,2 b1: partitions 0,2 of topic-a and 1 of topic-b (- none), at each Stable generation"
 
 
 @attrs.define
@@ -63,7 +70,7 @@ class Timeline:
 
 def _partitions_label(assignment: bytes) -> str:
     if not assignment:
-        return ""
+        return "-"  # a Stable member given no partitions
     try:
         parts = decode_assignment(assignment).partitions
     except AssignorError:
@@ -84,7 +91,7 @@ def build_timeline(records, group_id: str, config) -> Timeline:
     lanes: dict[str, Lane] = {}
     present: dict[str, int] = {}
     leader_since: dict[str, int] = {}
-    last_assignment: dict[str, bytes] = {}
+    labelled: dict[str, tuple[int, bytes]] = {}  # member -> the (generation, assignment) last labelled
     state, state_since, generation = "absent", tl.start, 0
     requests = {}
 
@@ -135,7 +142,8 @@ def build_timeline(records, group_id: str, config) -> Timeline:
         if isinstance(event, ev.TimerFired) and event.key[0] == "heartbeat":
             mid = event.key[3]
             group = coordinator.group(group_id)
-            if mid in lanes and (group is None or mid not in group.members):
+            # only a member this timer removed: stale timers of members gone already still fire
+            if mid in present and (group is None or mid not in group.members):
                 lanes[mid].marks.append((now, "expired", "session expired"))
         group = coordinator.group(group_id)
         new_state = group.state.value if group is not None else "absent"
@@ -155,12 +163,14 @@ def build_timeline(records, group_id: str, config) -> Timeline:
                 present[mid] = now
                 if not isinstance(event, ev.LoadPartition):  # not a member restored by a load
                     ln.marks.append((now, "join", "joined"))
-            if m.assignment != last_assignment.get(mid) and state in ("CompletingRebalance", "Stable"):
-                last_assignment[mid] = m.assignment
+            # only Stable: in CompletingRebalance members still hold the previous generation's
+            # assignment (or none yet); labelling per generation shows an unchanged one again
+            if state == "Stable" and labelled.get(mid) != (generation, m.assignment):
+                labelled[mid] = (generation, m.assignment)
                 ln.assignments.append((now, _partitions_label(m.assignment)))
         for mid in [m for m in present if m not in members]:
             lanes[mid].spans.append(Span(present.pop(mid), now))
-            last_assignment.pop(mid, None)
+            labelled.pop(mid, None)
         leader = group.leader_id if group is not None else None
         for mid in [m for m in leader_since if m != leader]:
             lanes[mid].leader_spans.append(Span(leader_since.pop(mid), now))
@@ -190,15 +200,25 @@ def load_timeline(trace: str, group_id: str) -> Timeline:
     return build_timeline(records, group_id, trace_io.coordinator_config(meta))
 
 
+OUT_FORMATS = {".png": "png", ".html": "html", ".htm": "html"}
+
+
+def out_format(out: str) -> str:
+    """The format, png or html, from the file name (checked before the trace is read)."""
+    fmt = OUT_FORMATS.get(Path(out).suffix.lower())
+    if fmt is None:
+        raise ValueError(f"expected FILE.png or FILE.html, got {out!r}")
+    return fmt
+
+
 def render_timeline(trace: str, group_id: str, out: str) -> Path:
+    fmt = out_format(out)
     tl = load_timeline(trace, group_id)
     path = Path(out)
-    if path.suffix == ".png":
+    if fmt == "png":
         render_png(tl, path)
-    elif path.suffix in (".html", ".htm"):
-        path.write_text(render_html(tl))
     else:
-        raise ValueError(f"{out}: the timeline is written as .png or .html")
+        path.write_text(render_html(tl))
     return path
 
 
@@ -206,6 +226,14 @@ def render_timeline(trace: str, group_id: str, out: str) -> Path:
 
 MARK_STYLE = {"join": ("^", "#1f77b4"), "leave": ("v", "#555555"), "expired": ("X", "#d62728"),
               "fenced": ("s", "#9467bd")}
+ABSENT_STYLE = {"facecolor": "#ffffff", "edgecolor": "#aaaaaa", "hatch": "///", "linewidth": 0.6}
+
+
+def _counts(tl: Timeline) -> str:
+    def n(count: int, noun: str) -> str:
+        return f"{count} {noun}" + ("" if count == 1 else "s")
+
+    return f"{n(len(tl.lanes), 'member')}, {n(tl.rebalances, 'rebalance')}, {n(len(tl.failovers), 'failover')}"
 
 
 def render_png(tl: Timeline, path: Path) -> None:
@@ -213,7 +241,6 @@ def render_png(tl: Timeline, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Patch
 
     t0 = tl.start
     sec = lambda t: (t - t0) / 1000.0  # noqa: E731
@@ -221,7 +248,9 @@ def render_png(tl: Timeline, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(15, 1.6 + 0.55 * (n + 1)), dpi=110)
     top = n + 0.9
     for s in tl.states:
-        if s.label != "absent":
+        if s.label == "absent":
+            ax.barh(top, sec(s.end) - sec(s.start), left=sec(s.start), height=0.7, **ABSENT_STYLE)
+        else:
             ax.barh(top, sec(s.end) - sec(s.start), left=sec(s.start), height=0.7,
                     color=STATE_COLORS.get(s.label, "#ffffff"), edgecolor="none")
     for i, lane in enumerate(tl.lanes):
@@ -248,18 +277,30 @@ def render_png(tl: Timeline, path: Path) -> None:
     ax.set_ylim(-1.2, top + 0.9)
     ax.set_xlim(0, max(1.0, sec(tl.end)) * 1.02)
     ax.set_xlabel("seconds since the first record")
-    ax.set_title(f"{tl.group_id}: {len(tl.lanes)} members, {tl.rebalances} rebalances, "
-                 f"{len(tl.failovers)} failovers", fontsize=11)
-    handles = [Patch(color=STATE_COLORS[s], label=s) for s in ("Empty", "PreparingRebalance",
-                                                              "CompletingRebalance", "Stable")]
-    handles += [plt.Line2D([], [], marker=m, color=c, linestyle="none", label=k) for k, (m, c) in MARK_STYLE.items()]
-    handles += [Patch(facecolor="none", edgecolor="#1b4f72", linewidth=2, label="leader")]
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    ax.set_title(f"{tl.group_id}: {_counts(tl)}", fontsize=11)
+    ax.legend(handles=legend_handles(), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     ax.grid(axis="x", color="#eeeeee")
     ax.set_axisbelow(True)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
+
+
+def legend_handles() -> list:
+    """The PNG legend: states, the band while no group is held, marks, lines
+    and what the assignment labels say."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=STATE_COLORS[s], label=s) for s in ("Empty", "PreparingRebalance",
+                                                              "CompletingRebalance", "Stable")]
+    handles += [Patch(**ABSENT_STYLE, label=textwrap.fill(ABSENT_LABEL, 34))]
+    handles += [plt.Line2D([], [], marker=m, color=c, linestyle="none", label=k) for k, (m, c) in MARK_STYLE.items()]
+    handles += [Patch(facecolor="none", edgecolor="#1b4f72", linewidth=2, label="leader"),
+                plt.Line2D([], [], color="#888888", linestyle="--", linewidth=0.7, label="new generation (gN)"),
+                plt.Line2D([], [], color="#d62728", linewidth=1.6, label="coordinator failover"),
+                plt.Line2D([], [], linestyle="none", label=textwrap.fill(ASSIGNMENT_HELP, 34))]
+    return handles
 
 
 def _spaced(labels: list, gap: float) -> list:
@@ -280,6 +321,14 @@ def _short_name(name: str, n: int = 32) -> str:
 # ------------------------------------------------------------------ HTML (SVG)
 
 
+
+def _hatch(pattern_id: str) -> str:
+    """The SVG pattern of the "no group" band (one id per <svg>: ids are page-wide)."""
+    return (f'<defs><pattern id="{pattern_id}" width="6" height="6" patternUnits="userSpaceOnUse" '
+            f'patternTransform="rotate(45)"><rect width="6" height="6" fill="#fff"/>'
+            f'<line x1="0" y1="0" x2="0" y2="6" stroke="#bbb" stroke-width="1.5"/></pattern></defs>')
+
+
 def render_html(tl: Timeline) -> str:
     t0, width, left, lane_h = tl.start, 1300, 210, 34
     span = max(1, tl.end - t0)
@@ -288,14 +337,15 @@ def render_html(tl: Timeline) -> str:
     height = 90 + lane_h * (n + 1) + 40
     e = html.escape
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'font-family="sans-serif" font-size="11">']
+             f'font-family="sans-serif" font-size="11">', _hatch("absent")]
     y_state = 50
     parts.append(f'<text x="8" y="{y_state + 15}">group state</text>')
     for s in tl.states:
-        if s.label == "absent":
-            continue
+        absent = s.label == "absent"
+        paint = 'fill="url(#absent)" stroke="#aaa"' if absent else f'fill="{STATE_COLORS.get(s.label, "#fff")}"'
         parts.append(f'<rect x="{x(s.start):.1f}" y="{y_state}" width="{max(1.0, x(s.end) - x(s.start)):.1f}" '
-                     f'height="22" fill="{STATE_COLORS.get(s.label, "#fff")}"><title>{e(s.label)}: '
+                     f'height="22" {paint}><title>'
+                     f'{e(ABSENT_LABEL if absent else s.label)}: '
                      f'{(s.start - t0) / 1000:.1f}s - {(s.end - t0) / 1000:.1f}s</title></rect>')
     for ts, gen in tl.generations:
         parts.append(f'<line x1="{x(ts):.1f}" y1="{y_state - 8}" x2="{x(ts):.1f}" y2="{height - 30}" '
@@ -315,7 +365,7 @@ def render_html(tl: Timeline) -> str:
         for s in lane.leader_spans:
             parts.append(f'<rect x="{x(s.start):.1f}" y="{y}" width="{max(1.0, x(s.end) - x(s.start)):.1f}" '
                          f'height="20" fill="none" stroke="#1b4f72" stroke-width="2"><title>leader</title></rect>')
-        for ts, label in lane.assignments:
+        for ts, label in (a for a in lane.assignments if a[1]):  # no empty tooltips
             parts.append(f'<text x="{x(ts) + 3:.1f}" y="{y + 14}" font-size="9">{e(label)}'
                          f'<title>assignment at {(ts - t0) / 1000:.1f}s: {e(label)}</title></text>')
         for ts, kind, text in lane.marks:
@@ -327,9 +377,11 @@ def render_html(tl: Timeline) -> str:
     parts.append("</svg>")
     legend = " ".join(f'<span style="background:{c};padding:2px 6px;margin-right:6px">{s}</span>'
                       for s, c in STATE_COLORS.items() if s not in ("absent", "Dead"))
+    legend += (f' <svg width="22" height="14">{_hatch("absent-key")}<rect width="22" height="14" '
+               f'fill="url(#absent-key)" stroke="#aaa"/></svg> {ABSENT_LABEL}')
     marks = " ".join(f'<span style="color:{c}">&#9679; {k}</span>' for k, (_, c) in MARK_STYLE.items())
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{e(tl.group_id)} timeline</title></head>"
-            f"<body style='font-family:sans-serif'><h2>{e(tl.group_id)}: {len(tl.lanes)} members, "
-            f"{tl.rebalances} rebalances, {len(tl.failovers)} failovers</h2><p>{legend} {marks} "
-            f"<span>dashed: generations; red: coordinator failover; dark outline: leader. Hover for details.</span></p>"
+            f"<body style='font-family:sans-serif'><h2>{e(tl.group_id)}: {_counts(tl)}</h2><p>{legend} {marks} "
+            f"<span>dashed: generations; red: coordinator failover; dark outline: leader; labels {e(ASSIGNMENT_HELP)}. "
+            f"Hover for details.</span></p>"
             f"{''.join(parts)}</body></html>\n")
