@@ -565,10 +565,11 @@ def format_report(summary: dict) -> str:
                       f"seq {f['seq']}, {f['dir']} {f['type']}, ts {f['ts_ms']}")
             lines.append(f"- {f['group_id']!r}: {f['kind']} [{f['checks']}] at {where} ({record})")
             lines.append(f"    {_short(f['detail'], 700)}")
-            if f.get("expected") is not None:
-                lines.append(f"    expected: {_short(f['expected'])}")
-            if f.get("actual") is not None:
-                lines.append(f"    actual:   {_short(f['actual'])}")
+            expected, actual = _around_difference(f.get("expected"), f.get("actual"))
+            if expected is not None:
+                lines.append(f"    expected: {expected}")
+            if actual is not None:
+                lines.append(f"    actual:   {actual}")
     if s.get("groups_in_several_files"):
         sample = ", ".join(repr(g) for g in s["groups_in_several_files_sample"][:5])
         lines.append(f"{s['groups_in_several_files']:,} groups are in more than one file, though meta.json promises "
@@ -579,6 +580,20 @@ def format_report(summary: dict) -> str:
 
 def _short(s: str, n: int = 400) -> str:
     return s if len(s) <= n else s[:n] + "..."
+
+
+def _around_difference(expected: str | None, actual: str | None, n: int = 400) -> tuple:
+    """Both values cut to ``n`` characters around their first difference, so two long values
+    that differ far in do not print as the same text (the full values are in the report)."""
+    if expected is None or actual is None or (len(expected) <= n and len(actual) <= n):
+        return (None if expected is None else _short(expected, n)), (None if actual is None else _short(actual, n))
+    first = next((i for i, (a, b) in enumerate(zip(expected, actual)) if a != b), min(len(expected), len(actual)))
+    start = max(0, first - n // 3)
+
+    def cut(v: str) -> str:
+        return ("..." if start else "") + v[start:start + n] + ("..." if start + n < len(v) else "")
+
+    return cut(expected), cut(actual)
 
 
 def run(args) -> int:

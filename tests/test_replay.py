@@ -432,3 +432,12 @@ def test_the_report_never_replaces_what_is_not_a_report(root, tmp_path, capsys):
     for _ in range(2):
         assert replay_job.plain_replay(str(src), str(report))["units_with_findings"] == 0
     assert sorted(p.name for p in report.iterdir()) == sorted(replay_job.REPORT_FILES)
+
+
+def test_the_text_report_shows_long_values_around_their_difference():
+    expected = '{"members":[' + ",".join(f'"m{i}"' for i in range(200)) + "]}"
+    actual = expected.replace('"m150"', '"m999"')
+    e, a = replay_job._around_difference(expected, actual)
+    assert e != a and '"m150"' in e and '"m999"' in a and e.startswith("...") and len(e) <= 406
+    assert replay_job._around_difference("short", "other") == ("short", "other")
+    assert replay_job._around_difference(None, "x" * 500) == (None, "x" * 400 + "...")
