@@ -152,15 +152,23 @@ def test_report_names_expected_and_actual(faulty, tmp_path):
     assert summary["units_with_findings"] == 6 and summary["units"] == GROUPS
 
 
-def test_jsonl_trace_and_malformed_lines(root, tmp_path):
-    src = simulated(root, "jsonl")
-    dst = tmp_path / "bad"
-    shutil.copytree(src, dst)
+def jsonl_copy(root, dst: Path) -> tuple[Path, list[str]]:
+    """A copy of the simulated JSON Lines trace: its first file and that file's lines."""
+    shutil.copytree(simulated(root, "jsonl"), dst)
     part = sorted(dst.glob("part-*.jsonl"))[0]
-    lines = part.read_text().splitlines()
+    return part, part.read_text().splitlines()
+
+
+def write_lines(part: Path, lines: list[str]) -> None:
+    part.write_text("\n".join(lines) + "\n")
+
+
+def test_jsonl_trace_and_malformed_lines(root, tmp_path):
+    dst = tmp_path / "bad"
+    part, lines = jsonl_copy(root, dst)
     victim = json.loads(lines[10])
     lines[10] = lines[10][:40]  # cut: not JSON
-    part.write_text("\n".join(lines) + "\n")
+    write_lines(part, lines)
     with pytest.raises(trace.TraceError, match=rf"{part.name}:11: not JSON"):
         list(trace_io.iter_batches(dst))
     s = replay_job.plain_replay(str(dst), str(tmp_path / "report"), sample=50)
@@ -173,7 +181,7 @@ def test_jsonl_trace_and_malformed_lines(root, tmp_path):
     # cut after its seq: the bad record takes its own place in its group
     lines[10] = json.dumps(victim, separators=(",", ":"))[:90]
     assert f'"seq":{victim["seq"]},' in lines[10]
-    part.write_text("\n".join(lines) + "\n")
+    write_lines(part, lines)
     s = replay_job.plain_replay(str(dst), str(tmp_path / "report2"), sample=50)
     assert [(f["group_id"], f["kind"], f["seq"], f["line"]) for f in s["first_findings"]] == \
         [(victim["group_id"], "malformed", victim["seq"], 11)]
@@ -185,15 +193,11 @@ def test_a_bad_seq_is_reported_in_its_group(root, tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    src = simulated(root, "jsonl")
-    dst = tmp_path / "jsonl"
-    shutil.copytree(src, dst)
-    part = sorted(dst.glob("part-*.jsonl"))[0]
-    lines = part.read_text().splitlines()
+    part, lines = jsonl_copy(root, tmp_path / "jsonl")
     victim = json.loads(lines[4])
     lines[4] = json.dumps({**victim, "seq": None})
-    part.write_text("\n".join(lines) + "\n")
-    s = replay_job.plain_replay(str(dst), str(tmp_path / "r1"), sample=50)
+    write_lines(part, lines)
+    s = replay_job.plain_replay(str(tmp_path / "jsonl"), str(tmp_path / "r1"), sample=50)
     assert [(f["group_id"], f["kind"], f["line"]) for f in s["first_findings"]] == \
         [(victim["group_id"], "malformed", 5)]
     src = simulated(root)
