@@ -135,9 +135,10 @@ def file_format(path: Path) -> str:
     return SUFFIXES[path.suffix]
 
 
-def trace_format(path: str | os.PathLike) -> str:
-    """'parquet' or 'jsonl' for a trace; TraceError when it mixes both."""
-    formats = {file_format(f) for f in trace_files(path)}
+def trace_format(path: str | os.PathLike, files: list[Path] | None = None) -> str:
+    """'parquet' or 'jsonl' for a trace (of its ``files`` when already listed); TraceError
+    when it mixes both."""
+    formats = {file_format(f) for f in (trace_files(path) if files is None else files)}
     if len(formats) > 1:
         raise TraceError(f"{path}: mixes JSON Lines and Parquet files")
     return formats.pop()
@@ -388,7 +389,7 @@ def _placement(line: str) -> tuple:
     if not isinstance(raw, dict):
         return None, None, -1
     gid, seq, part = raw.get("group_id"), raw.get("seq"), raw.get("partition")
-    if not isinstance(gid, str):
+    if gid is not None and not isinstance(gid, str):
         return None, None, -1
     return gid, part if type(part) is int else None, seq if type(seq) is int else -1
 

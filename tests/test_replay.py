@@ -445,3 +445,13 @@ def test_the_text_report_shows_long_values_around_their_difference():
     assert e != a and '"m150"' in e and '"m999"' in a and e.startswith("...") and len(e) <= 406
     assert replay_job._around_difference("short", "other") == ("short", "other")
     assert replay_job._around_difference(None, "x" * 500) == (None, "x" * 400 + "...")
+
+
+def test_a_bad_line_is_placed_by_what_it_says():
+    place = trace_io._placement
+    # a shared coordinator's record (no group) keeps its partition and its place in it
+    assert place('{"v":1,"group_id":null,"partition":3,"seq":7,"type":5}') == (None, 3, 7)
+    assert place('{"v":1,"group_id":"g","partition":3,"seq":"7"}') == ("g", 3, -1)
+    assert place('{"v":1,"group_id":"g","partition":3,"seq":7,"ts_ms":1,"dir":"in","type":"Heartbe') == ("g", None, 7)
+    assert place('{"v":1,"group_id":null,"seq":7,"data":{"group_id":"g"') == (None, None, -1)
+    assert place('{"v":1,"group_id":5,"seq":7}') == (None, None, -1) and place("[1]") == (None, None, -1)
