@@ -105,7 +105,7 @@ def core_alone(trace: str, sample_records: int = CORE_SAMPLE_RECORDS) -> dict:
     group-scoped trace whose manifest promises that no group spans files."""
     from groupcoord.core import events as ev
     from groupcoord.core.coordinator import Coordinator
-    from groupcoord.core.replay import decode_event
+    from groupcoord.core.replay import decode_event, starts_instance
 
     from .replay_job import _loads
     from .trace_io import TraceError, coordinator_config, iter_batches, read_manifest, trace_files
@@ -131,10 +131,8 @@ def core_alone(trace: str, sample_records: int = CORE_SAMPLE_RECORDS) -> dict:
     for events in inputs:
         coordinator = None
         for e in events:
-            if type(e) is load:
-                owned = coordinator.owned_partitions() if coordinator is not None else {}
-                if not owned or owned.get(e.partition) == "active":
-                    coordinator = Coordinator(config)  # a failover: a new instance, as replayed
+            if type(e) is load and starts_instance(coordinator, e.partition):
+                coordinator = Coordinator(config)  # the first, or after a failover, as replayed
             coordinator.handle(e)
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     n_inputs = sum(len(u) for u in inputs)

@@ -141,7 +141,7 @@ def run_replay_command(args) -> int:
 def _inject_faults(args) -> int:
     from .faults import FAULTS, FaultError, inject
 
-    chosen = tuple(dict.fromkeys(f for f in args.faults.split(",") if f)) if args.faults else FAULTS
+    chosen = tuple(f for f in args.faults.split(",") if f) if args.faults else FAULTS
     unknown = set(chosen) - set(FAULTS)
     if unknown or not chosen:
         print(f"error: unknown faults {sorted(unknown)}; known: {', '.join(FAULTS)}", file=sys.stderr)

@@ -163,10 +163,11 @@ def _file_values(column) -> list:
     from one file converts it once, not once per row."""
     import pyarrow.compute as pc
 
-    distinct = pc.unique(column)
+    distinct = pc.unique(column).to_pylist()
     if len(distinct) == 1:
-        return [_local_path(distinct[0].as_py())] * len(column)
-    return [_local_path(v) for v in column.to_pylist()]
+        return [_local_path(distinct[0])] * len(column)
+    local = {v: _local_path(v) for v in distinct}
+    return [local[v] for v in column.to_pylist()]
 
 
 def _local_path(uri):
@@ -320,7 +321,7 @@ def spark_replay(spark, path: str, out: str, *, partitions: int | None = None, i
 
     meta = trace_io.read_manifest(path)
     files = trace_io.trace_files(path)  # names only; fails early on foreign files
-    fmt = trace_io.trace_format(path)
+    fmt = trace_io.trace_format(path, files)
     out_path = report_dir(path, out)
     options = {"config": meta.get("config") or {}, "outputs": meta.get("outputs", True),
                "scope": meta.get("scope", "group"), "invariants": invariants}
@@ -365,11 +366,11 @@ def spark_replay(spark, path: str, out: str, *, partitions: int | None = None, i
     several = {}
     if whole_files:
         repeated = rows.filter("row_kind = 'unit'").groupBy("group_id").count().filter("count > 1")
-        several = {r["group_id"]: r["count"] for r in repeated.orderBy("group_id").limit(sample).collect()}
-        if several:
+        names = [r["group_id"] for r in repeated.orderBy("group_id").limit(sample).collect()]
+        if names:
             agg = repeated.agg(F.count("*").alias("groups"), F.sum("count").alias("units")).collect()[0]
             several = {"groups": int(agg["groups"]), "extra_units": int(agg["units"]) - int(agg["groups"]),
-                       "sample": sorted(several)}
+                       "sample": names}
     return _summarize(path, out_path, meta, totals, by_check, first, seconds, engine=f"spark {spark.sparkContext.master}",
                       partitions=n, several=several)
 
@@ -473,8 +474,9 @@ def plain_replay(path: str, out: str, *, processes: int = 1, invariants: bool = 
     from groupcoord.adapters import trace_io
 
     meta = trace_io.read_manifest(path)
-    files = [str(f) for f in trace_io.trace_files(path)]
-    trace_io.trace_format(path)  # one format per trace
+    paths = trace_io.trace_files(path)
+    trace_io.trace_format(path, paths)  # one format per trace
+    files = [str(f) for f in paths]
     out_path = report_dir(path, out)
     options = {"config": meta.get("config") or {}, "outputs": meta.get("outputs", True),
                "scope": meta.get("scope", "group"), "invariants": invariants}

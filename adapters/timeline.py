@@ -31,7 +31,7 @@ from groupcoord.core.assignors import AssignorError, decode_assignment
 from groupcoord.core.commands import JoinGroupResponse, LeaveGroupResponse, Respond
 from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
-from groupcoord.core.replay import decode_event
+from groupcoord.core.replay import decode_event, starts_instance
 
 STATE_COLORS = {"Empty": "#c8c8c8", "PreparingRebalance": "#f4a259", "CompletingRebalance": "#f6d55c",
                 "Stable": "#5bb381", "Dead": "#333333", "absent": "#ffffff"}
@@ -113,8 +113,7 @@ def build_timeline(records, group_id: str, config) -> Timeline:
         event = decode_event(r["type"], data)
         now = event.now_ms
         if isinstance(event, ev.LoadPartition):
-            owned = coordinator.owned_partitions() if coordinator is not None else {}
-            if coordinator is None or not owned or owned.get(event.partition) == "active":
+            if starts_instance(coordinator, event.partition):
                 if coordinator is not None:
                     tl.failovers.append(now)
                 coordinator = Coordinator(config)
@@ -321,7 +320,6 @@ def _short_name(name: str, n: int = 32) -> str:
 # ------------------------------------------------------------------ HTML (SVG)
 
 
-
 def _hatch(pattern_id: str) -> str:
     """The SVG pattern of the "no group" band (one id per <svg>: ids are page-wide)."""
     return (f'<defs><pattern id="{pattern_id}" width="6" height="6" patternUnits="userSpaceOnUse" '
@@ -365,7 +363,7 @@ def render_html(tl: Timeline) -> str:
         for s in lane.leader_spans:
             parts.append(f'<rect x="{x(s.start):.1f}" y="{y}" width="{max(1.0, x(s.end) - x(s.start)):.1f}" '
                          f'height="20" fill="none" stroke="#1b4f72" stroke-width="2"><title>leader</title></rect>')
-        for ts, label in (a for a in lane.assignments if a[1]):  # no empty tooltips
+        for ts, label in lane.assignments:
             parts.append(f'<text x="{x(ts) + 3:.1f}" y="{y + 14}" font-size="9">{e(label)}'
                          f'<title>assignment at {(ts - t0) / 1000:.1f}s: {e(label)}</title></text>')
         for ts, kind, text in lane.marks:

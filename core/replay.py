@@ -424,6 +424,17 @@ class _Stop(Exception):
     pass
 
 
+def starts_instance(coordinator: Coordinator | None, partition: int) -> bool:
+    """Whether a ``LoadPartition`` of ``partition`` starts a fresh coordinator instance in a
+    replay: when there is none yet, when the current one owns no partition (every partition
+    was unloaded), or when it already owns this one as active (the recorder restarted the
+    coordinator without unloading: a crash)."""
+    if coordinator is None:
+        return True
+    owned = coordinator.owned_partitions()
+    return not owned or owned.get(partition) == "active"
+
+
 class UnitReplay:
     """Replays one unit (a group stream, or an instance recording) record by record."""
 
@@ -623,8 +634,7 @@ class UnitReplay:
         return coordinator.groups()
 
     def _load(self, event: ev.LoadPartition) -> None:
-        owned = self.coordinator.owned_partitions() if self.coordinator is not None else {}
-        if self.coordinator is None or not owned or owned.get(event.partition) == "active":
+        if starts_instance(self.coordinator, event.partition):
             self._new_instance()
         if event.loading:
             self._loading.add(event.partition)
@@ -918,5 +928,5 @@ def replay_records(records: Iterable[dict], config: CoordinatorConfig | None = N
 
 __all__ = [
     "GROUP", "INSTANCE", "Finding", "GroupRecorder", "StreamReplayer", "TraceColumns", "UnitReplay", "UnitResult",
-    "canonical_data", "decode_command", "decode_event", "record_line", "replay_records",
+    "canonical_data", "decode_command", "decode_event", "record_line", "replay_records", "starts_instance",
 ]
