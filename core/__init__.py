@@ -14,13 +14,11 @@ from .commands import (
 )
 from .config import ConfigError, CoordinatorConfig
 from .coordinator import Coordinator, CoordinatorState, partition_for
-from .driver import Driver, MemoryStorage
 from .errors import Error
 from .states import LEGAL_PREVIOUS, GroupState
-from .timers import TimerTable
 
 __all__ = [
     "CancelPartitionTimers", "CancelTimer", "ConfigError", "Coordinator", "CoordinatorConfig",
-    "CoordinatorState", "Driver", "Error", "GroupState", "LEGAL_PREVIOUS", "MemoryStorage",
-    "Respond", "SetTimer", "TimerTable", "Write", "partition_for",
+    "CoordinatorState", "Error", "GroupState", "LEGAL_PREVIOUS",
+    "Respond", "SetTimer", "Write", "partition_for",
 ]

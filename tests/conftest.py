@@ -1,7 +1,7 @@
-"""Hypothesis profiles for the property tests (tests/test_properties.py).
+"""Hypothesis profiles for the property tests (tests/core/test_properties.py).
 
 * ``ci`` (default): fast enough for every push.
-* ``deep``: long runs, e.g. nightly: ``HYPOTHESIS_PROFILE=deep .venv/bin/python -m pytest tests/test_properties.py``.
+* ``deep``: long runs, e.g. nightly: ``HYPOTHESIS_PROFILE=deep .venv/bin/python -m pytest tests/core/test_properties.py``.
 """
 
 import os

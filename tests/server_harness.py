@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from groupcoord.adapters.server_bench import stop_process, tansu_binary  # noqa: F401  (tansu_binary: for the tests)
+from groupcoord.adapters.bench.server import stop_process, tansu_binary  # noqa: F401  (tansu_binary: for the tests)
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "client_worker.py"
@@ -47,7 +47,7 @@ class ServerProcess:
     def __init__(self, *extra: str, topics: tuple[str, ...] = ("t6=6",), settings: dict | None = None,
                  env: dict | None = None) -> None:
         settings = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 500, **(settings or {})}
-        cmd = [sys.executable, "-m", "groupcoord.adapters.server_cli", "serve", "--host", "127.0.0.1",
+        cmd = [sys.executable, "-m", "groupcoord.adapters.cli.serve", "serve", "--host", "127.0.0.1",
                "--port", "0", "--log-format", "json"]
         for t in topics:
             cmd += ["--topic", t]
@@ -217,7 +217,7 @@ class InProcessServer:
     """A GroupServer on an event loop in a background thread (for tests that reach into it)."""
 
     def __init__(self, **kwargs: Any) -> None:
-        from groupcoord.adapters.server import GroupServer
+        from groupcoord.adapters.wire.server import GroupServer
 
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
@@ -247,8 +247,10 @@ class InProcessServer:
 
 _ZYGOTE = r"""
 import json, os, signal, sys
-from groupcoord.adapters import server_cli, server, sqlite_storage  # imported once, before any fork
-from groupcoord.adapters import kafka_codec
+from groupcoord.adapters.cli import serve as server_cli  # imported once, before any fork
+from groupcoord.adapters.wire import server
+from groupcoord.adapters.storage import sqlite
+from groupcoord.adapters.protocol import codec as kafka_codec
 for key, version in ((8, 9), (9, 9), (10, 6), (11, 9), (12, 4), (14, 5), (3, 12), (18, 4)):
     kafka_codec._request_readers(key, version)
 signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped at once: a killed pid disappears

@@ -3,7 +3,7 @@
 (* What must hold of Coordinator: state invariants, action properties      *)
 (* (checked on every step, including the commands in out'), and liveness  *)
 (* under fair timers and writes. Names in snake_case are those of          *)
-(* core/invariants.py (INVARIANT_NAMES); tla/README.md maps them.          *)
+(* adapters/checks/invariants.py (INVARIANT_NAMES); tla/README.md maps them.          *)
 (***************************************************************************)
 EXTENDS Coordinator
 
@@ -24,7 +24,7 @@ TypeOK ==
     /\ leader \in Ids \cup {None}
 
 -----------------------------------------------------------------------------
-(* State invariants (core/invariants.py check_group, check_timers) *)
+(* State invariants (adapters/checks/invariants.py check_group, check_timers) *)
 
 leader_is_member == (Ms # {}) <=> (leader \in Ms) /\ (Ms = {} => leader = None)
 empty_has_no_members == state = Empty => members = <<>> /\ protocolName = None

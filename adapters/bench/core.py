@@ -1,0 +1,208 @@
+"""``groupcoord bench core``: events per second through the pure core.
+
+Each measurement feeds pre-built events to ``Coordinator.handle`` and applies the timer
+commands to a TimerTable (what every adapter must do); building events is the caller's cost
+and is left out. Numbers are printed as a table, then one JSON object per line, last.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import time
+
+from groupcoord.core import events as ev
+from groupcoord.core.commands import Respond, SetTimer, Write
+from groupcoord.core.config import CoordinatorConfig
+from groupcoord.core.coordinator import Coordinator
+from groupcoord.adapters.runtime.driver import Driver
+from groupcoord.adapters.protocol.translate import request_event
+
+CONFIG = CoordinatorConfig(group_initial_rebalance_delay_ms=0, offsets_topic_num_partitions=1)
+SESSION_MS = 30_000
+
+
+def _join(driver: Driver, rid, member_id: str, instance=None, version: int = 5):
+    body = {"group_id": "g", "session_timeout_ms": SESSION_MS, "rebalance_timeout_ms": 60_000,
+            "member_id": member_id, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}]}
+    if instance is not None:
+        body["group_instance_id"] = instance
+    return request_event("JoinGroup", version, body, request_id=rid, now_ms=driver.now_ms,
+                         client_id=f"c{rid}", new_member_uuid=driver.new_uuid())
+
+
+def stable_group(members: int) -> tuple[Driver, list[str], int]:
+    """A Stable group of ``members`` static members; returns (driver, member ids, generation)."""
+    driver = Driver(CONFIG)
+    for i in range(members):
+        driver.dispatch(_join(driver, ("j", i), "", instance=f"i{i}"))
+    driver.advance(0)
+    responses = [driver.responses[("j", i)] for i in range(members)]
+    ids = [r.member_id for r in responses]
+    generation, leader = responses[0].generation_id, responses[0].leader
+    for i, mid in enumerate(ids):
+        body = {"group_id": "g", "generation_id": generation, "member_id": mid,
+                "group_instance_id": f"i{i}", "assignments": [
+                    {"member_id": m, "assignment": b"\x00"} for m in ids] if mid == leader else []}
+        driver.dispatch(request_event("SyncGroup", 5, body, request_id=("s", i), now_ms=driver.now_ms))
+    assert driver.coordinator.group("g").state.value == "Stable"
+    return driver, ids, generation
+
+
+def _run(coordinator: Coordinator, timers, events: list, rounds: int = 1) -> float:
+    handle, apply = coordinator.handle, timers.apply
+    gc.collect()
+    start = time.perf_counter()
+    for _ in range(rounds):
+        for event in events:
+            for command in handle(event):
+                if type(command) is SetTimer:
+                    apply(command)
+    return time.perf_counter() - start
+
+
+def bench_heartbeat(members: int, count: int) -> float:
+    driver, ids, generation = stable_group(members)
+    events = [ev.Heartbeat(request_id=n, now_ms=driver.now_ms, version=4, group_id="g",
+                           generation_id=generation, member_id=ids[n % members],
+                           group_instance_id=f"i{n % members}") for n in range(min(count, 100_000))]
+    rounds = max(1, count // len(events))
+    seconds = _run(driver.coordinator, driver.timers, events, rounds)
+    return len(events) * rounds / seconds
+
+
+def bench_offset_commit(members: int, count: int) -> float:
+    """Commit requests per second, each with its storage write acknowledged."""
+    driver, ids, generation = stable_group(members)
+    coordinator, timers = driver.coordinator, driver.timers
+    requests = [ev.OffsetCommit(
+        request_id=n, now_ms=driver.now_ms, version=9, group_id="g", generation_id=generation,
+        member_id=ids[n % members], group_instance_id=f"i{n % members}",
+        topics=(("topic", (ev.CommitPartition(n % members, n),)),)) for n in range(count)]
+    handle, apply = coordinator.handle, timers.apply
+    now = driver.now_ms
+    gc.collect()
+    start = time.perf_counter()
+    for request in requests:
+        for command in handle(request):
+            if type(command) is Write:
+                handle(ev.WriteCompleted(now_ms=now, write_id=command.write_id))
+            elif type(command) is SetTimer:
+                apply(command)
+    return count / (time.perf_counter() - start)
+
+
+def bench_rebalance(members: int, rounds: int) -> float:
+    """Full rebalances of a Stable group: every member rejoins, syncs; the leader's write
+    completes. Events/s over joins, syncs and the write completion."""
+    driver, ids, generation = stable_group(members)
+    coordinator = driver.coordinator
+    total_events, seconds = 0, 0.0
+    for r in range(rounds):
+        now = driver.now_ms
+        joins = [ev.JoinGroup(request_id=("rj", r, i), now_ms=now, version=5, group_id="g",
+                              session_timeout_ms=SESSION_MS, rebalance_timeout_ms=60_000, member_id=mid,
+                              group_instance_id=f"i{i}", protocol_type="consumer", protocols=(("range", b""),),
+                              new_member_uuid="") for i, mid in enumerate(ids)]
+        gc.collect()
+        start = time.perf_counter()
+        outputs = [c for e in joins for c in coordinator.handle(e)]
+        group = coordinator.group("g")
+        generation, leader = group.generation_id, group.leader_id
+        syncs = [ev.SyncGroup(request_id=("rs", r, i), now_ms=now, version=5, group_id="g",
+                              generation_id=generation, member_id=mid, group_instance_id=f"i{i}",
+                              assignments=tuple((m, b"\x01") for m in ids) if mid == leader else ())
+                 for i, mid in enumerate(ids)]
+        for e in syncs:
+            for command in coordinator.handle(e):
+                if type(command) is Write:
+                    coordinator.handle(ev.WriteCompleted(now_ms=now, write_id=command.write_id))
+                    total_events += 1
+        seconds += time.perf_counter() - start
+        total_events += len(joins) + len(syncs)
+        assert coordinator.group("g").state.value == "Stable", coordinator.group("g").state
+        del outputs
+    return total_events / seconds
+
+
+def record_stream(groups: int, members: int, heartbeats: int) -> list:
+    """A long input stream recorded from a Driver: groups form, heartbeat, commit, rebalance
+    when a member leaves, time passes and sessions expire."""
+    recorded: list = []
+    driver = Driver(CONFIG, observer=lambda event, commands: recorded.append(event))
+    rid = 0
+    for g in range(groups):
+        gid = f"group-{g}"
+        for m in range(members):
+            rid += 1
+            body = {"group_id": gid, "session_timeout_ms": SESSION_MS, "rebalance_timeout_ms": 60_000,
+                    "member_id": "", "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]}
+            driver.dispatch(request_event("JoinGroup", 3, body, request_id=rid, now_ms=driver.now_ms,
+                                          client_id=f"c{m}", new_member_uuid=driver.new_uuid()))
+    driver.advance(0)
+    for g in range(groups):
+        gid = f"group-{g}"
+        group = driver.coordinator.group(gid)
+        for mid in list(group.members):
+            rid += 1
+            assignments = [{"member_id": m, "assignment": b"\x00"} for m in group.members] \
+                if mid == group.leader_id else []
+            driver.dispatch(request_event("SyncGroup", 5, {"group_id": gid, "generation_id": group.generation_id,
+                                                           "member_id": mid, "assignments": assignments},
+                                          request_id=rid, now_ms=driver.now_ms))
+    for n in range(heartbeats):
+        g = n % groups
+        gid = f"group-{g}"
+        group = driver.coordinator.group(gid)
+        if not group.members:
+            continue
+        mid = list(group.members)[n // groups % len(group.members)]
+        rid += 1
+        if n % 10 == 9:
+            body = {"group_id": gid, "generation_id_or_member_epoch": group.generation_id, "member_id": mid,
+                    "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": n}]}]}
+            driver.dispatch(request_event("OffsetCommit", 9, body, request_id=rid, now_ms=driver.now_ms))
+        else:
+            body = {"group_id": gid, "generation_id": group.generation_id, "member_id": mid}
+            driver.dispatch(request_event("Heartbeat", 4, body, request_id=rid, now_ms=driver.now_ms))
+        if n % (groups * members) == 0:
+            driver.advance(1000)
+    driver.advance(10 * SESSION_MS)  # every session expires; groups go Empty
+    return recorded
+
+
+def bench_replay(events: list) -> float:
+    coordinator = Coordinator(CONFIG)
+    handle = coordinator.handle
+    gc.collect()
+    start = time.perf_counter()
+    for event in events:
+        handle(event)
+    return len(events) / (time.perf_counter() - start)
+
+
+def best_of(repeats: int, measure, *args) -> float:
+    """This VM's speed drifts a lot between runs; report the best of a few."""
+    return max(measure(*args) for _ in range(repeats))
+
+
+def run_core_bench(quick: bool = False) -> int:
+    scale, repeats = (10, 1) if quick else (1, 3)
+    stream = record_stream(groups=200 // scale, members=5, heartbeats=200_000 // scale)
+    results = [
+        ("heartbeat_10", best_of(repeats, bench_heartbeat, 10, 300_000 // scale)),
+        ("heartbeat_1000", best_of(repeats, bench_heartbeat, 1000, 300_000 // scale)),
+        ("offset_commit_10", best_of(repeats, bench_offset_commit, 10, 100_000 // scale)),
+        ("offset_commit_1000", best_of(repeats, bench_offset_commit, 1000, 100_000 // scale)),
+        ("rebalance_100", best_of(repeats, bench_rebalance, 100, 20 // scale or 1)),
+        ("replay", best_of(repeats, bench_replay, stream)),
+    ]
+    width = max(len(name) for name, _ in results)
+    for name, value in results:
+        print(f"{name:<{width}}  {value:>12,.0f} events/s")
+    ratio = results[0][1] / results[1][1]
+    print(f"heartbeat per-event cost, 1000 vs 10 members: {ratio:.2f}x")
+    for name, value in results:
+        print(json.dumps({"name": name, "value": round(value), "unit": "events/s"}))
+    return 0

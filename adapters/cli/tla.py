@@ -1,0 +1,341 @@
+"""``groupcoord tla check`` and ``groupcoord tla mutants`` (tla/README.md)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import attrs
+
+from groupcoord.adapters.tla.run import TLA_DIR, TlaSetupError, check_setup, run_tlc, workers_for_machine
+
+# The spec's actions (one per input event) and how an event names them.
+ACTIONS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DeleteGroups", "HeartbeatTimer", "JoinTimer",
+           "SyncTimer", "ExpireTimer", "WriteCompleted", "WriteFailed", "UnloadPartition")
+_TIMER = {"hb": "HeartbeatTimer", "join": "JoinTimer", "sync": "SyncTimer", "expire": "ExpireTimer"}
+
+CHECKS = ("mc3", "mc4", "live", "graph", "trace")
+CONFIGS = {"mc3": "MC3.cfg", "mc4": "MC4.cfg", "live": "MCLive.cfg", "graph": "MCGraph.cfg"}
+
+
+@attrs.define
+class CheckResult:
+    name: str
+    ok: bool
+    seconds: float
+    lines: list = attrs.Factory(list)
+    data: dict = attrs.Factory(dict)
+
+
+def _action(kind: str, key: str | None) -> str | None:
+    if kind == "TimerFired":
+        return _TIMER.get(key or "")
+    return kind if kind in ACTIONS else None
+
+
+def coverage_from_text(text: str) -> dict[str, int]:
+    """States whose ``event`` is each action; ``text`` holds one event value a line."""
+    counts = dict.fromkeys(ACTIONS, 0)
+    for line in text.splitlines():
+        m = _TYPE.search(line)
+        if m:
+            k = _KEY.search(line)
+            a = _action(m.group(1), k.group(1) if k else None)
+            if a:
+                counts[a] += 1
+    return counts
+
+
+_TYPE = re.compile(r'\btype \|-> \\?"(\w+)\\?"')
+_KEY = re.compile(r'key \|-> <<\\?"(\w+)\\?"')
+
+
+def _event_chunks(path: Path) -> str:
+    """The ``event`` values of a dump (TLC's -dump, or DOT labels), one a line."""
+    keep, open_ = [], False
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if open_:
+                if line.startswith("/\\") or not line.strip():
+                    open_ = False
+                else:
+                    keep[-1] += " " + line.strip()
+                    continue
+            i = line.find("event = ")
+            if i >= 0:
+                chunk = line[i:].rstrip("\n")
+                if "\\n" in chunk:  # a DOT label: the event ends at the next variable
+                    chunk = chunk.split("\\n/\\\\", 1)[0]
+                    keep.append(chunk)
+                else:
+                    keep.append(chunk)
+                    open_ = True
+    return "\n".join(keep)
+
+
+def run_config(check: str, workers: int, work: Path, replace: dict | None = None, out=print) -> CheckResult:
+    cfg = CONFIGS[check]
+    dump = work / f"{check}.{'dot' if check == 'graph' else 'dump'}"
+    started = time.monotonic()
+    args = []
+    if check in ("mc3", "mc4"):
+        args = ["-dump", str(dump)]
+    res = run_tlc(cfg, workers=workers, dump=dump if check == "graph" else None, extra_args=args,
+                  name=check, replace=replace, timeout=600)
+    r = CheckResult(check, res.ok, time.monotonic() - started)
+    r.data.update(generated=res.generated, distinct=res.distinct, depth=res.depth, exit_code=res.exit_code)
+    r.lines.append(f"{check} ({cfg}): exit {res.exit_code}, {res.generated} states generated, {res.distinct} distinct, "
+                   f"depth {res.depth}, {res.seconds:.1f} s")
+    if not res.ok:
+        r.lines.append(f"  FAILED: {res.violation()}")
+        r.data["violation"] = res.violation()
+    if check != "live" and dump.exists():
+        cov = coverage_from_text(_event_chunks(dump))
+        r.data["coverage"] = cov
+        r.lines.append("  action coverage (states reached by each action): "
+                       + ", ".join(f"{a} {n}" for a, n in cov.items()))
+    return r
+
+
+def run_graph_replay(dot: Path, stop_at_first: bool = False) -> CheckResult:
+    from groupcoord.adapters.tla.graph import model_from_cfg, read_dot, replay
+
+    started = time.monotonic()
+    graph = read_dot(dot)
+    model = model_from_cfg((TLA_DIR / "MCGraph.cfg").read_text(), (TLA_DIR / "MC.tla").read_text())
+    res = replay(graph, model, stop_at_first=stop_at_first)
+    r = CheckResult("replay", res.ok, time.monotonic() - started)
+    r.data.update(nodes=res.nodes, edges=res.edges, inputs=res.inputs, matched=res.matched,
+                  unsound=len(res.unsound), missing=len(res.missing), first=(res.unsound + res.missing)[:1])
+    r.lines.append(res.summary())
+    for x in (res.unsound[:3] + res.missing[:3]):
+        r.lines.append("  " + x[:500])
+    return r
+
+
+# Traces validated by `tla check`: every conformance scenario within the spec's scope (through
+# the scenario runner) and hypothesis traces (fixed seeds), in batches of one TLC run each.
+SCENARIO_DIRS = ("../shared/conformance/scenarios", "tests/scenarios")  # from the repository's root
+HYPOTHESIS_SEEDS = (0, 1, 2, 3, 4)
+HYPOTHESIS_STEPS = 60
+
+
+def _scenario_paths() -> list[Path]:
+    root = Path(__file__).resolve().parents[2]
+    paths = []
+    for d in SCENARIO_DIRS:
+        p = root / d
+        if p.is_dir():
+            paths.append(p)
+    return paths
+
+
+def validation_traces() -> tuple[list, list, int]:
+    """(scenario traces, hypothesis traces, scenarios left out as outside the spec's scope)."""
+    from groupcoord.adapters.tla import trace as tla_trace
+    from groupcoord.adapters.conformance.scenarios import scenario_files
+
+    files = scenario_files(_scenario_paths())
+    scenario = tla_trace.scenario_traces(_scenario_paths(), len(files))
+    hypo = [tla_trace.hypothesis_trace(seed, HYPOTHESIS_STEPS) for seed in HYPOTHESIS_SEEDS]
+    return scenario, hypo, len(files) - len(scenario)
+
+
+def run_trace_validation(out=print) -> CheckResult:
+    from groupcoord.adapters.tla import trace as tla_trace
+
+    started = time.monotonic()
+    r = CheckResult("trace", True, 0.0)
+    scenario, hypo, skipped = validation_traces()
+    if not scenario:
+        r.ok = False
+        r.lines.append("  no scenario trace found")
+    accepted = 0
+    for batch in tla_trace.batches(scenario + hypo):
+        tr = tla_trace.check_traces(batch)
+        r.lines.append("  " + tr.line())
+        r.ok &= tr.accepted
+        accepted += len(batch) if tr.accepted else 0
+    bad, step = tla_trace.corrupt(hypo[0])
+    rejected = tla_trace.check_trace(bad)
+    r.lines.append("  " + rejected.line() + f" (corrupted at line {step}: must be rejected there)")
+    r.ok &= (not rejected.accepted) and rejected.diverged_at == step
+    n = len(scenario) + len(hypo)
+    r.data.update(accepted=accepted, traces=n, scenario_traces=len(scenario), hypothesis_traces=len(hypo),
+                  lines=sum(len(t.rows) for t in scenario + hypo), out_of_scope=skipped,
+                  corrupted_step=step, rejected_at=rejected.diverged_at, rejected=not rejected.accepted)
+    r.seconds = time.monotonic() - started
+    r.lines.insert(0, f"trace validation: {accepted}/{n} traces accepted ({len(scenario)} from the scenario runner, "
+                      f"{skipped} scenarios outside the spec's scope; {len(hypo)} from hypothesis; "
+                      f"{r.data['lines']} lines); corrupted copy "
+                      f"{'rejected at line ' + str(rejected.diverged_at) if not rejected.accepted else 'ACCEPTED'} "
+                      f"({r.seconds:.1f} s)")
+    return r
+
+
+def run_check(selected: list[str] | None = None, workers: int | None = None, out=print) -> tuple[bool, list]:
+    selected = list(selected or CHECKS)
+    workers = workers or workers_for_machine()
+    out(f"TLC: {check_setup()}; {workers} workers")
+    results = []
+    started = time.monotonic()
+    work = Path(tempfile.mkdtemp(prefix="groupcoord-tla-check-"))
+    try:
+        for check in selected:
+            if check in ("mc3", "mc4", "live"):
+                r = run_config(check, workers, work)
+            elif check == "graph":
+                r = run_config("graph", workers, work)
+                for line in r.lines:
+                    out(line)
+                results.append(r)
+                if not r.ok:
+                    continue
+                r = run_graph_replay(work / "graph.dot")
+            elif check == "trace":
+                r = run_trace_validation(out)
+            else:
+                raise ValueError(f"unknown check {check}")
+            for line in r.lines:
+                out(line)
+            results.append(r)
+        total = dict.fromkeys(ACTIONS, 0)
+        for r in results:
+            for a, n in r.data.get("coverage", {}).items():
+                total[a] += n
+        ok = all(r.ok for r in results)
+        if any(r.data.get("coverage") for r in results):
+            never = [a for a, n in total.items() if n == 0]
+            if never:
+                out(f"actions never taken in any configuration (vacuous): {', '.join(never)}")
+                ok = False
+            else:
+                out("every action taken in some configuration")
+        out(f"tla check: {'PASS' if ok else 'FAIL'} ({time.monotonic() - started:.1f} s)")
+        return ok, results
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run_mutants_command(names: list[str] | None = None, workers: int | None = None, out=print,
+                        every_check: bool = False) -> tuple[bool, list]:
+    from groupcoord.adapters.tla import trace as tla_trace
+    from groupcoord.adapters.conformance.scenarios import run_file, scenario_files
+    from groupcoord.adapters.tla.mutants import MUTANTS, run_mutants
+
+    workers = workers or workers_for_machine()
+    started = time.monotonic()
+    out(f"TLC: {check_setup()}; {workers} workers")
+    work = Path(tempfile.mkdtemp(prefix="groupcoord-tla-mutants-"))
+    try:
+        dot = work / "graph.dot"
+        state: dict = {}
+
+        def scenarios(m):
+            for p in scenario_files(_scenario_paths()):
+                res = run_file(p)
+                if not res.passed:
+                    return f"{res.path.rsplit('/', 1)[-1]} step {res.step}: {res.reason[:120]}"
+            return None
+
+        def replay(m):
+            if "graph" not in state:
+                g = run_tlc("MCGraph.cfg", workers=workers, dump=dot, name="graph", timeout=600)
+                if not g.ok:
+                    raise RuntimeError(f"MCGraph failed on the unmutated spec: {g.violation()}")
+                state["graph"] = True
+            r = run_graph_replay(dot, stop_at_first=True)
+            return None if r.ok else f"unsound {r.data['unsound']}, missing {r.data['missing']}: {r.data['first'][0][:200]}"
+
+        def trace(m):
+            scenario, hypo, _ = validation_traces()  # recorded through the mutated core
+            for batch in tla_trace.batches(scenario + hypo):
+                tr = tla_trace.check_traces(batch)
+                if not tr.accepted:
+                    return f"trace {tr.name} rejected at line {tr.diverged_at} ({tr.event})"
+            return None
+
+        def tlc(config, check):
+            def run(m):
+                r = run_config(check, workers, work, replace=m.spec)
+                return None if r.ok else (r.data.get("violation") or f"exit {r.data['exit_code']}")
+            return run
+
+        checks = {"scenarios": scenarios, "replay": replay, "trace": trace,
+                  "tlc-mc3": tlc("MC3.cfg", "mc3"), "tlc-live": tlc("MCLive.cfg", "live")}
+        out(f"{len(MUTANTS) if not names else len(names)} mutants (name, source -> the check that caught it):")
+        results = run_mutants(checks, names, out, every_check=every_check)
+        caught = sum(r.caught_by is not None for r in results)
+        ok = caught == len(results) and bool(results)
+        out(f"tla mutants: {caught}/{len(results)} caught ({100 * caught // max(1, len(results))} %), "
+            f"{'PASS' if ok else 'FAIL'} ({time.monotonic() - started:.1f} s)")
+        return ok, results
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def add_tla_command(sub) -> None:
+    p = sub.add_parser("tla", help="model-check tla/ with TLC and tie it to the core (tla/README.md)")
+    tsub = p.add_subparsers(dest="tla_command", required=True)
+    c = tsub.add_parser("check", help="TLC on every configuration, graph replay, trace validation")
+    c.add_argument("--only", default="", help=f"comma-separated subset of {','.join(CHECKS)}")
+    c.add_argument("--quick", action="store_true", help="mc3, graph replay and trace validation only")
+    c.add_argument("--workers", type=int, default=0)
+    v = tsub.add_parser("validate", help="trace validation of a recorded trace (spec/trace-format.md): "
+                                         "its inputs re-run through the core, each step checked by TLC")
+    v.add_argument("trace", help="a trace file or directory")
+    v.add_argument("--group", default=None, help="group scope: this group only")
+    m = tsub.add_parser("mutants", help="re-created coordinator bugs; each must be caught")
+    m.add_argument("--only", default="", help="comma-separated mutant names")
+    m.add_argument("--workers", type=int, default=0)
+    m.add_argument("--every-check", action="store_true",
+                   help="run every check on each mutant (not only up to the first that catches it)")
+
+
+def run_validate(path: str, group_id: str | None = None, out=print) -> int:
+    """0 when every unit of the trace within the spec's scope is accepted, 1 when one is
+    rejected, 2 when none is within the scope (or the trace cannot be read)."""
+    from groupcoord.core.trace import TraceError
+
+    from groupcoord.adapters.tla import trace as tla_trace
+
+    check_setup()
+    try:
+        traces, outside = tla_trace.file_traces(path, group_id)
+    except (TraceError, ValueError) as e:
+        out(f"tla validate: {e}")
+        return 2
+    for name, why in outside:
+        out(f"trace {name}: outside the spec's scope: {why}")
+    rejected = 0
+    for trace in traces:  # one TLC run per unit: a rejection names its unit and line
+        result = tla_trace.check_trace(trace)
+        rejected += not result.accepted
+        out(result.line())
+    out(f"{len(traces) - rejected} accepted, {rejected} rejected, {len(outside)} outside the spec's scope")
+    if not traces:
+        return 2
+    return 1 if rejected else 0
+
+
+def run_tla_command(args) -> int:
+    try:
+        if args.tla_command == "check":
+            selected = [x for x in args.only.split(",") if x] or (["mc3", "graph", "trace"] if args.quick else None)
+            bad = [x for x in selected or () if x not in CHECKS]
+            if bad:
+                print(f"unknown checks {bad}; choose from {','.join(CHECKS)}")
+                return 2
+            ok, _ = run_check(selected, args.workers or None)
+        elif args.tla_command == "validate":
+            return run_validate(args.trace, args.group)
+        else:
+            ok, _ = run_mutants_command([x for x in args.only.split(",") if x] or None, args.workers or None,
+                                        every_check=args.every_check)
+    except TlaSetupError as e:
+        print(f"tla: {e}")
+        return 2
+    return 0 if ok else 1

@@ -1,0 +1,302 @@
+"""Conformance scenarios (shared/conformance/FORMAT.md) run through the Kafka wire protocol.
+
+Each scenario gets a fresh ``GroupServer`` on 127.0.0.1 with a ``ManualClock`` and
+``MemoryStorage``, on an event loop in a background thread. Every ``send`` step is encoded by
+kio, written to a TCP connection (one connection per outstanding request, so a parked request
+holds only its own), and its response is read back, decoded by kio and matched with the same
+matchers as ``groupcoord.adapters.conformance.scenarios``. Time, storage outcomes and failover go through
+the server's test controls (the control channel), never through the core directly.
+
+A request counts as answered when the server has written its response; ``expect`` then reads
+it from the socket. To know that, the runner asks the server (thread-safely) whether it has
+received and answered the request with that correlation id on that connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import select
+import socket
+import struct
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from groupcoord.adapters.protocol import schema
+from groupcoord.core.config import ConfigError, CoordinatorConfig
+from groupcoord.core.errors import Error
+
+from groupcoord.adapters.protocol import codec as kc
+from groupcoord.adapters.wire.broker_apis import TopicCatalog
+from groupcoord.adapters.conformance.scenarios import (SCENARIO_BASE_CONFIG, Result, ScenarioFailure, _decode_bytes, _hexed, _Runner, read_scenario,
+                          run_steps)
+from groupcoord.adapters.wire.server import GroupServer, ManualClock
+from groupcoord.adapters.storage.memory import MemoryStorage
+
+_WAIT_S = 5.0
+
+
+class _LoopThread:
+    """An event loop running in a daemon thread; ``call``/``run`` execute on it and wait."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="wire-conformance", daemon=True)
+        self.thread.start()
+
+    def run(self, coro, timeout: float = 30) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def call(self, fn: Callable[[], Any], timeout: float = 30) -> Any:
+        async def wrapper():
+            return fn()
+        return self.run(wrapper(), timeout)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+class _Sent:
+    def __init__(self, sock: socket.socket, api_key: int, version: int, correlation_id: int) -> None:
+        self.sock = sock
+        self.api_key = api_key
+        self.version = version
+        self.correlation_id = correlation_id
+        self.peer = sock.getsockname()[:2]
+
+
+class _Answers:
+    """``driver.responses`` for the base runner: membership reads the answer off the wire."""
+
+    def __init__(self, runner: "_WireRunner") -> None:
+        self.runner = runner
+        self.got: dict[str, dict] = {}
+
+    def __contains__(self, name: str) -> bool:
+        if name in self.got:
+            return True
+        return self.runner._collect(name)
+
+    def __getitem__(self, name: str) -> dict:
+        if name not in self:
+            raise KeyError(name)
+        return self.got[name]
+
+
+class _GroupsView:
+    def __init__(self, runner: "_WireRunner") -> None:
+        self.runner = runner
+
+    def group(self, group_id: str):
+        server = self.runner.server
+        return self.runner.host.call(lambda: server.coordinator.group(group_id))
+
+
+class _WireDriver:
+    """What ``_Runner.step`` needs from a driver, carried out through the server's controls."""
+
+    def __init__(self, runner: "_WireRunner") -> None:
+        self.runner = runner
+        self.responses = _Answers(runner)
+        self.answer_counts: dict[str, int] = {}
+        self.coordinator = _GroupsView(runner)
+
+    @property
+    def config(self) -> CoordinatorConfig:
+        return self.runner.server.config
+
+    def advance(self, ms: int) -> None:
+        server = self.runner.server
+        self.runner.host.call(lambda: server.advance(ms))
+
+    def hold_writes(self) -> None:
+        self.runner.host.call(self.runner.server.hold_writes)
+
+    def release_writes(self, error: Error | None = None) -> None:
+        server = self.runner.server
+        self.runner.host.call(lambda: server.release_writes(error))
+
+    def fail_next_write(self, error: Error) -> None:
+        server = self.runner.server
+        self.runner.host.call(lambda: server.fail_next_write(error))
+
+    def unload(self) -> None:
+        self.runner.host.call(self.runner.server.unload_all)
+
+    def reload(self, config: CoordinatorConfig | None = None) -> None:
+        self.runner.host.run(self.runner.server.reload(config))
+
+
+class _WireRunner(_Runner):
+    def __init__(self, host: _LoopThread, observer: Callable | None = None) -> None:
+        super().__init__(observer)
+        self.host = host
+        self.server: GroupServer | None = None
+        self.idle: dict[str, list[socket.socket]] = {}
+        self.inflight: dict[str, _Sent] = {}
+        self.sockets: list[socket.socket] = []
+        self.correlation = 0
+
+    def start(self, config: dict, topics: dict | None) -> None:
+        try:
+            cfg = CoordinatorConfig.from_kafka(config, base=SCENARIO_BASE_CONFIG)
+        except ConfigError as e:
+            raise ScenarioFailure(f"bad config: {e}") from None
+        if topics is not None and not (isinstance(topics, dict) and all(
+                isinstance(k, str) and isinstance(v, int) and v > 0 for k, v in topics.items())):
+            raise ScenarioFailure("topics must map topic names to partition counts")
+        catalog = TopicCatalog(dict(topics)) if topics is not None else TopicCatalog(open=True)
+        self.server = self.host.call(lambda: GroupServer(
+            cfg, catalog, host="127.0.0.1", port=0, clock=ManualClock(0), storage=MemoryStorage(),
+            advertise_bound_port=False, track_requests=True))
+        self.host.run(self.server.start())
+        self.driver = _WireDriver(self)  # type: ignore[assignment]
+
+    def close(self) -> None:
+        for sock in self.sockets:
+            try:
+                sock.close()
+            except OSError:
+                pass
+        if self.server is not None:
+            self.host.run(self.server.shutdown("scenario done"))
+
+    # --- send ------------------------------------------------------------------------------
+
+    def _send(self, step: dict) -> None:
+        self._check_keys(step, {"send", "as", "version", "client_id", "client_host", "request"})
+        api, name = step["send"], step.get("as")
+        if api not in schema.SUPPORTED_VERSIONS:
+            raise ScenarioFailure(f"unknown API {api!r}")
+        if not isinstance(name, str) or name in self.sent:
+            raise ScenarioFailure(f"'as' must be a new name, got {name!r}")
+        version = step.get("version", schema.SUPPORTED_VERSIONS[api][1])
+        body = _decode_bytes(api, version, self._substitute(step.get("request", {})))
+        try:
+            fields = schema.request_with_defaults(api, version, body)
+        except schema.SchemaError as e:
+            raise ScenarioFailure(f"bad request: {e}") from None
+        client_host = step.get("client_host", "/127.0.0.1")
+        if not (isinstance(client_host, str) and client_host.startswith("/127.")):
+            raise ScenarioFailure(f"client_host {client_host!r} cannot be sent from this machine "
+                                  f"(only loopback addresses /127.x.y.z)")
+        api_key = schema.API_KEYS[api]
+        self.correlation += 1
+        frame = kc.encode_request(api_key, version, self.correlation, step.get("client_id", "client"),
+                                  kc.request_body(api_key, version, fields))
+        sock = self._socket(client_host[1:])
+        sent = _Sent(sock, api_key, version, self.correlation)
+        self.sent[name] = (api, version)
+        sock.sendall(frame)
+        # Wait until the server has handled it (answered or parked).
+        status = self._wait_status(sent, lambda s: s != "unknown", f"the server to receive {name}")
+        if status == "closed":
+            raise ScenarioFailure(f"the server closed the connection on {name}")
+        self.inflight[name] = sent
+        if status == "answered":
+            self._collect(name)
+
+    def _socket(self, local_ip: str) -> socket.socket:
+        pool = self.idle.setdefault(local_ip, [])
+        if pool:
+            return pool.pop()
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            sock.bind((local_ip, 0))
+            sock.connect(("127.0.0.1", self.server.port))
+        except OSError as e:
+            sock.close()
+            raise ScenarioFailure(f"cannot connect from {local_ip}: {e}") from None
+        sock.settimeout(_WAIT_S)
+        self.sockets.append(sock)
+        return sock
+
+    def _status(self, sent: _Sent) -> str:
+        server = self.server
+        return self.host.call(lambda: server.request_status(sent.peer, sent.correlation_id))
+
+    def _wait_status(self, sent: _Sent, done: Callable[[str], bool], what: str) -> str:
+        deadline = time.monotonic() + _WAIT_S
+        delay = 0.0002
+        while True:
+            status = self._status(sent)
+            if done(status):
+                return status
+            if time.monotonic() > deadline:
+                raise ScenarioFailure(f"timed out waiting for {what} (status {status})")
+            time.sleep(delay)
+            delay = min(delay * 2, 0.01)
+
+    def _collect(self, name: str) -> bool:
+        """Read ``name``'s response if the server has answered it; True if it has one."""
+        sent = self.inflight.get(name)
+        if sent is None:
+            return False
+        if self._status(sent) != "answered":
+            return False
+        frame = _read_frame(sent.sock)
+        correlation_id, body = kc.decode_response(sent.api_key, sent.version, frame)
+        if correlation_id != sent.correlation_id:
+            raise ScenarioFailure(f"{name}: response has correlation id {correlation_id}, "
+                                  f"expected {sent.correlation_id}")
+        del self.inflight[name]
+        self.driver.responses.got[name] = kc.to_fields(body)
+        self.driver.answer_counts[name] = self.driver.answer_counts.get(name, 0) + 1
+        self.idle.setdefault(sent.peer[0], []).append(sent.sock)
+        return True
+
+    # --- expectations ------------------------------------------------------------------------
+
+    def _shown(self, name: str) -> dict:
+        return _hexed(self.driver.responses[name])
+
+    def _check_answered_once(self) -> None:
+        """A connection whose request was answered must carry nothing more."""
+        idle = [s for pool in self.idle.values() for s in pool]
+        if idle:
+            readable, _, _ = select.select(idle, [], [], 0)
+            if readable:
+                raise ScenarioFailure("the server sent a response nobody asked for (answered twice?)")
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        chunks, got = [], 0
+        while got < n:
+            chunk = sock.recv(n - got)
+            if not chunk:
+                raise ScenarioFailure("the server closed the connection")
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+    (size,) = struct.unpack(">i", exactly(4))
+    return exactly(size)
+
+
+class WireScenarioRunner:
+    """Runs scenarios through the wire; reuse one for many scenarios (one loop thread)."""
+
+    def __init__(self) -> None:
+        self.host = _LoopThread()
+
+    def run_scenario(self, scenario: dict, path: str = "<scenario>") -> Result:
+        return run_steps(_WireRunner(self.host), scenario, path)
+
+    def run_file(self, path: str | Path) -> Result:
+        scenario, unreadable = read_scenario(path)
+        return unreadable or self.run_scenario(scenario, str(path))
+
+    def close(self) -> None:
+        self.host.close()
+
+
+def run_files_wire(paths: list[Path]) -> list[Result]:
+    runner = WireScenarioRunner()
+    try:
+        return [runner.run_file(p) for p in paths]
+    finally:
+        runner.close()

@@ -1,0 +1,126 @@
+"""Between Kafka's message fields (dicts with the schema's snake_case names, at one API
+version) and the coordinator's events and response values.
+
+``request_event`` fills schema defaults and builds the event; ``response_fields`` restructures
+a logical response for the version asked (LeaveGroup v0-2 and OffsetFetch v0-7 shapes,
+FindCoordinator before v4) and keeps exactly that version's fields.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from groupcoord.core import events as ev
+from groupcoord.adapters.protocol import schema
+from groupcoord.core.commands import (
+    FindCoordinatorResponse,
+    LeaveGroupResponse,
+    OffsetFetchResponse,
+)
+from groupcoord.core.errors import Error
+
+
+def request_event(api: str, version: int, body: dict, *, request_id: Any, now_ms: int,
+                  client_id: str = "client", client_host: str = "/127.0.0.1",
+                  new_member_uuid: str = "") -> ev.Request:
+    """The coordinator event for a request; raises schema.SchemaError on a bad body."""
+    b = schema.request_with_defaults(api, version, body)
+    common = dict(request_id=request_id, now_ms=now_ms, version=version, client_id=client_id,
+                  client_host=client_host)
+    if api == "JoinGroup":
+        rebalance_ms = b["session_timeout_ms"] if version == 0 else b["rebalance_timeout_ms"]
+        return ev.JoinGroup(
+            **common, group_id=b["group_id"], session_timeout_ms=b["session_timeout_ms"],
+            rebalance_timeout_ms=rebalance_ms, member_id=b["member_id"],
+            group_instance_id=b.get("group_instance_id"), protocol_type=b["protocol_type"],
+            protocols=tuple((p["name"], p["metadata"]) for p in b["protocols"]),
+            reason=b.get("reason"), new_member_uuid=new_member_uuid)
+    if api == "SyncGroup":
+        return ev.SyncGroup(
+            **common, group_id=b["group_id"], generation_id=b["generation_id"], member_id=b["member_id"],
+            group_instance_id=b.get("group_instance_id"), protocol_type=b.get("protocol_type"),
+            protocol_name=b.get("protocol_name"),
+            assignments=tuple((a["member_id"], a["assignment"]) for a in b["assignments"]))
+    if api == "Heartbeat":
+        return ev.Heartbeat(**common, group_id=b["group_id"], generation_id=b["generation_id"],
+                            member_id=b["member_id"], group_instance_id=b.get("group_instance_id"))
+    if api == "LeaveGroup":
+        if version < 3:
+            members = (ev.MemberIdentity(b["member_id"]),)
+        else:
+            members = tuple(ev.MemberIdentity(m["member_id"], m.get("group_instance_id"), m.get("reason"))
+                            for m in b["members"])
+        return ev.LeaveGroup(**common, group_id=b["group_id"], members=members)
+    if api == "OffsetCommit":
+        return ev.OffsetCommit(
+            **common, group_id=b["group_id"], generation_id=b["generation_id_or_member_epoch"],
+            member_id=b["member_id"], group_instance_id=b.get("group_instance_id"),
+            retention_time_ms=b.get("retention_time_ms", -1),
+            topics=tuple((t["name"], tuple(ev.CommitPartition(
+                p["partition_index"], p["committed_offset"], p.get("committed_leader_epoch", -1),
+                p["committed_metadata"]) for p in t["partitions"])) for t in b["topics"]))
+    if api == "OffsetFetch":
+        def topics(ts):
+            return None if ts is None else tuple((t["name"], tuple(t["partition_indexes"])) for t in ts)
+        if version < 8:
+            # v0-1 have no "all topics"; an empty list there means none requested.
+            groups = (ev.FetchGroup(b["group_id"], topics(b["topics"])),)
+        else:
+            groups = tuple(ev.FetchGroup(g["group_id"], topics(g["topics"]), g.get("member_id"),
+                                         g.get("member_epoch", -1)) for g in b["groups"])
+        return ev.OffsetFetch(**common, groups=groups, require_stable=b.get("require_stable", False))
+    if api == "DescribeGroups":
+        return ev.DescribeGroups(**common, groups=tuple(b["groups"]),
+                                 include_authorized_operations=b.get("include_authorized_operations", False))
+    if api == "ListGroups":
+        return ev.ListGroups(**common, states_filter=tuple(b.get("states_filter", ())),
+                             types_filter=tuple(b.get("types_filter", ())))
+    if api == "DeleteGroups":
+        return ev.DeleteGroups(**common, groups_names=tuple(b["groups_names"]))
+    if api == "OffsetDelete":
+        return ev.OffsetDelete(**common, group_id=b["group_id"], topics=tuple(
+            (t["name"], tuple(p["partition_index"] for p in t["partitions"])) for t in b["topics"]))
+    if api == "FindCoordinator":
+        keys = (b["key"],) if version < 4 else tuple(b["coordinator_keys"])
+        return ev.FindCoordinator(**common, key_type=b.get("key_type", 0), coordinator_keys=keys)
+    raise schema.SchemaError(f"unknown API {api!r}")
+
+
+API_OF_RESPONSE = {
+    "JoinGroupResponse": "JoinGroup", "SyncGroupResponse": "SyncGroup",
+    "HeartbeatResponse": "Heartbeat", "LeaveGroupResponse": "LeaveGroup",
+    "OffsetCommitResponse": "OffsetCommit", "OffsetFetchResponse": "OffsetFetch",
+    "DescribeGroupsResponse": "DescribeGroups", "ListGroupsResponse": "ListGroups",
+    "DeleteGroupsResponse": "DeleteGroups", "OffsetDeleteResponse": "OffsetDelete",
+    "FindCoordinatorResponse": "FindCoordinator",
+}
+
+
+def response_fields(api: str, version: int, response) -> dict:
+    """The response as Kafka's fields at ``version`` (error codes as numbers, bytes as bytes)."""
+    body = _plain(attrs.asdict(response, recurse=True))
+    if isinstance(response, LeaveGroupResponse) and version < 3 and body["error_code"] == 0:
+        body["error_code"] = next((m["error_code"] for m in body["members"] if m["error_code"]), 0)
+    elif isinstance(response, OffsetFetchResponse) and version < 8:
+        group = body["groups"][0] if body["groups"] else {"topics": [], "error_code": 0}
+        body = {"topics": group["topics"], "error_code": group["error_code"]}
+        if version < 2 and body["error_code"]:
+            for topic in body["topics"]:
+                for p in topic["partitions"]:
+                    p["error_code"] = body["error_code"]
+    elif isinstance(response, FindCoordinatorResponse) and version < 4:
+        c = body["coordinators"][0]
+        body = {k: c[k] for k in ("error_code", "error_message", "node_id", "host", "port")}
+    return schema.shape_response(api, version, body)
+
+
+def _plain(value):
+    if isinstance(value, Error):
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value

@@ -1,0 +1,645 @@
+"""``groupcoord replay``: replay a trace through the core on Spark (or without it) and report.
+
+Spark (``--master``): Parquet traces are read by Spark with each row's file and row number
+(``_metadata``); JSON Lines traces are read by the Python workers from a list of files, so a
+bad line is reported with its file and line. Group-scoped traces are then
+``repartition(N, "group_id").sortWithinPartitions("group_id", "seq")`` (or, when the
+manifest promises that no group spans files, read one Parquet file per task and only sorted
+within it) and replayed by ``mapInArrow``: each task walks its Arrow batches with one
+``core.replay.StreamReplayer`` that keeps the open group across batches and emits one row
+per group with a finding plus one row of totals. Instance-scoped traces (a shared
+coordinator's recording) are replayed file by file, in written order, by the task that
+reads the file. Nothing of the trace is collected on the driver: the result rows are
+written as Parquet and only aggregates and a sample of findings come back.
+
+``--engine plain`` runs the same per-partition function without Spark: pyarrow reads,
+sorts by (group_id, seq) and replays, in one or more processes (when the manifest promises
+that no group spans files, each process takes whole files and replays them one at a time;
+otherwise each takes the groups of a hash of the group id, from all files).
+
+The module runs under ``spark-submit`` too: ``spark-submit adapters/replay/job.py TRACE --out
+REPORT`` (ship groupcoord with ``--py-files`` on a cluster).
+
+Report (``--out``, default ``<trace>.report``): ``findings.parquet`` (rows with
+``row_kind`` "finding", one per group with a problem, "task", one per task with totals, or "unit",
+one per group replayed, where the manifest promises that no group spans files, so a group
+found in two files is reported), ``summary.json`` and ``summary.txt``. Exit status 1 when
+anything was found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import json
+import os
+import shutil
+import sys
+import time
+import zlib
+from pathlib import Path
+from typing import Iterator
+
+RESULT_FIELDS = (
+    ("row_kind", "string"), ("group_id", "string"), ("kind", "string"), ("check", "string"),
+    ("checks", "string"), ("seq", "long"), ("dir", "string"), ("type", "string"), ("ts_ms", "long"),
+    ("file", "string"), ("line", "long"), ("expected", "string"), ("actual", "string"), ("detail", "string"),
+    ("units", "long"), ("records", "long"), ("inputs", "long"), ("outputs", "long"), ("instances", "long"),
+    ("skipped", "long"), ("units_with_findings", "long"),
+)
+RESULT_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in RESULT_FIELDS)
+TRACE_FIELDS = ("v", "group_id", "partition", "seq", "ts_ms", "dir", "type", "data")
+
+
+def _loads():
+    try:
+        import orjson
+
+        return orjson.loads
+    except ImportError:  # the standard library's json is the fallback
+        from groupcoord.adapters.replay.engine import json_loads
+
+        return json_loads
+
+
+def _dumps():
+    """orjson.dumps for the replay's fast output comparison (None without orjson: the exact
+    comparison alone)."""
+    try:
+        import orjson
+
+        return orjson.dumps
+    except ImportError:
+        return None
+
+
+# ------------------------------------------------------------------ the per-partition replay
+
+
+@contextlib.contextmanager
+def fewer_collections(young: int = 100_000):
+    """The replay allocates many short-lived objects (events, commands, group copies) and few
+    cycles (a coordinator per group instance): with the default threshold (700) the cyclic
+    collector runs every few records and takes a fifth of the CPU. Collect the young
+    generation every ``young`` allocations instead; cycles are still collected."""
+    old = gc.get_threshold()
+    gc.set_threshold(young, old[1], old[2])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
+
+class PartitionReplay:
+    """Feeds column batches to a StreamReplayer; collects result rows."""
+
+    def __init__(self, options: dict, file_names: list[str] | None = None) -> None:
+        from groupcoord.core.config import CoordinatorConfig
+        from groupcoord.adapters.replay.engine import StreamReplayer
+
+        config = CoordinatorConfig.from_kafka(options.get("config") or {})
+        self.replayer = StreamReplayer(config, outputs=options.get("outputs", True),
+                                       scope=options.get("scope", "group"),
+                                       check_invariants=options.get("invariants", True), loads=_loads(),
+                                       dumps=_dumps())
+        self.file_names = file_names  # when the file column holds indices into it
+        # one "unit" row per replayed group where the manifest promises that no group spans
+        # files: a group found in two files (a copied file) then shows on the driver
+        self.list_units = options.get("list_units", False)
+        self.rows: list[dict] = []
+        self.totals = {"units": 0, "records": 0, "inputs": 0, "outputs": 0, "instances": 0, "skipped": 0,
+                       "units_with_findings": 0}
+
+    def feed(self, cols: dict, unit_keys=None) -> None:
+        n = len(cols["seq"])
+        self._collect(self.replayer.feed(
+            cols["v"], cols["group_id"], cols["partition"], cols["seq"], cols["ts_ms"], cols["dir"], cols["type"],
+            cols["data"], cols.get("file") or [None] * n, cols.get("line") or [None] * n, unit_keys=unit_keys))
+
+    def finish(self) -> None:
+        self._collect(self.replayer.finish())
+
+    def _collect(self, results) -> None:
+        t = self.totals
+        for r in results:
+            t["units"] += 1
+            t["records"] += r.records
+            t["inputs"] += r.inputs
+            t["outputs"] += r.outputs
+            t["instances"] += r.instances
+            t["skipped"] += r.skipped
+            if self.list_units:
+                self.rows.append({"row_kind": "unit", "group_id": r.group_id})
+            f = r.finding
+            if f is not None:
+                t["units_with_findings"] += 1
+                self.rows.append({"row_kind": "finding", "group_id": f.group_id, "kind": f.kind, "check": f.check,
+                                  "checks": ",".join(f.checks), "seq": f.seq, "dir": f.dir, "type": f.type,
+                                  "ts_ms": f.ts_ms, "file": self._file_name(f.file), "line": f.line,
+                                  "expected": f.expected,
+                                  "actual": f.actual, "detail": f.detail})
+
+    def _file_name(self, file):
+        if type(file) is int and self.file_names is not None and 0 <= file < len(self.file_names):
+            return self.file_names[file]
+        return file
+
+    def result_rows(self) -> list[dict]:
+        return self.rows + [{"row_kind": "task", **self.totals}]
+
+
+def _result_batch(rows: list[dict]):
+    import pyarrow as pa
+
+    types = {"string": pa.string(), "long": pa.int64()}
+    schema = pa.schema([(n, types[t]) for n, t in RESULT_FIELDS])
+    return pa.RecordBatch.from_pylist([{n: r.get(n) for n, _ in RESULT_FIELDS} for r in rows], schema=schema)
+
+
+def _file_values(column) -> list:
+    """The ``file`` column as a list: Spark repeats the file's path on every row, so a batch
+    from one file converts it once, not once per row."""
+    import pyarrow.compute as pc
+
+    distinct = pc.unique(column).to_pylist()
+    if len(distinct) == 1:
+        return [_local_path(distinct[0])] * len(column)
+    local = {v: _local_path(v) for v in distinct}
+    return [local[v] for v in column.to_pylist()]
+
+
+def _local_path(uri):
+    """Spark's ``file:/tmp/a%20b.parquet`` as ``/tmp/a b.parquet``, as the plain replay names
+    it; other schemes (hdfs:, s3a:) stay URIs."""
+    if type(uri) is str and uri.startswith("file:"):
+        from urllib.parse import unquote, urlparse
+
+        return unquote(urlparse(uri).path)
+    return uri
+
+
+def replay_batches(batches: Iterator, options: dict) -> Iterator:
+    """mapInArrow function: sorted trace batches in, result rows out."""
+    with fewer_collections():
+        job = PartitionReplay(options)
+        for batch in batches:
+            cols = {name: batch.column(name).to_pylist() for name in batch.schema.names if name != "file"}
+            if "file" in batch.schema.names:
+                cols["file"] = _file_values(batch.column("file"))
+            job.feed(cols)
+            if len(job.rows) >= 1000:
+                yield _result_batch(job.rows)
+                job.rows = []
+        job.finish()
+    yield _result_batch(job.result_rows())
+
+
+def read_jsonl_files(batches: Iterator) -> Iterator:
+    """mapInArrow function: file paths in, their records out (with file and line; bad lines
+    as rows that the replay reports)."""
+    import pyarrow as pa
+
+    from groupcoord.adapters.replay.trace_files import arrow_schema, iter_batches
+
+    schema = arrow_schema().append(pa.field("file", pa.string())).append(pa.field("line", pa.int64()))
+    for batch in batches:
+        for path in batch.column("path").to_pylist():
+            for cols in iter_batches(path, batch_rows=10_000, strict=False):
+                yield pa.RecordBatch.from_pydict(cols, schema=schema)
+
+
+def replay_files(batches: Iterator, options: dict) -> Iterator:
+    """mapInArrow function for instance scope: each file is one recording, replayed in order."""
+    from groupcoord.adapters.replay.trace_files import iter_batches
+
+    job = PartitionReplay(options)
+    with fewer_collections():
+        for batch in batches:
+            for path in batch.column("path").to_pylist():
+                for cols in iter_batches(path, batch_rows=10_000, strict=False):
+                    job.feed(cols, unit_keys=[path] * len(cols["seq"]))
+                job._collect(job.replayer.finish())
+            if len(job.rows) >= 1000:
+                yield _result_batch(job.rows)
+                job.rows = []
+    yield _result_batch(job.result_rows())
+
+
+# ------------------------------------------------------------------ Spark
+
+
+def spark_session(master: str | None = "local[*]", app: str = "groupcoord-replay", partitions: int | None = None,
+                  extra: dict | None = None):
+    """A SparkSession set up for replay (the Python workers run this interpreter). ``master``
+    None leaves it to spark-submit."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app)
+    if master:
+        builder = builder.master(master)
+    builder = (builder
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.adaptive.coalescePartitions.enabled", "false")
+               .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
+               .config("spark.python.worker.reuse", "true")
+               .config("spark.driver.memory", os.environ.get("GROUPCOORD_SPARK_DRIVER_MEMORY", "4g")))
+    if partitions:
+        builder = builder.config("spark.sql.shuffle.partitions", str(partitions))
+    for k, v in (extra or {}).items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+@contextlib.contextmanager
+def _one_task_per_file(spark, files):
+    """Plan file scans with one whole file per task: Spark splits files larger than
+    ``maxPartitionBytes`` and packs files into a task until their sizes plus an
+    ``openCostInBytes`` per file pass it; both at the largest file's size do neither."""
+    keys = ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes")
+    old = {k: spark.conf.get(k, None) for k in keys}
+    size = str(max(os.path.getsize(f) for f in files) + 1)
+    for k in keys:
+        spark.conf.set(k, size)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+REPORT_FILES = ("findings.parquet", "summary.json", "summary.txt")
+
+
+def report_dir(path: str, out: str) -> Path:
+    """The report directory for trace ``path``, checked before any work: a report inside the
+    trace would be read as trace files by the next replay, a trace inside the report would
+    be deleted with the old report, and an existing directory that is not a report is never
+    emptied."""
+    from groupcoord.adapters.replay.trace_files import TraceError
+
+    trace = Path(path).resolve()
+    trace_dir = trace if trace.is_dir() else trace.parent
+    out_path = Path(out)
+    target = out_path.resolve()
+    if target == trace_dir or trace_dir in target.parents:
+        raise TraceError(f"{out}: the report would be inside the trace {path} (and read as part of it next time)")
+    if trace == target or target in trace.parents:
+        raise TraceError(f"{out}: the trace {path} is inside it, and an old report is deleted")
+    if target.exists() and (not target.is_dir() or any(
+            p.name not in REPORT_FILES for p in target.iterdir())):
+        raise TraceError(f"{out}: exists and is not a replay report; not replacing it")
+    return out_path
+
+
+def _fresh(out_path: Path) -> None:
+    if out_path.exists():
+        shutil.rmtree(out_path)
+    out_path.mkdir(parents=True)
+
+
+def default_partitions(spark) -> int:
+    return max(4, 4 * spark.sparkContext.defaultParallelism)
+
+
+def spark_replay(spark, path: str, out: str, *, partitions: int | None = None, invariants: bool = True,
+                 sample: int = 20) -> dict:
+    """Replay ``path`` with ``spark``; write the report to ``out``; return the summary."""
+    from pyspark.sql import functions as F
+
+    from groupcoord.adapters.replay import trace_files as trace_io
+
+    meta = trace_io.read_manifest(path)
+    files = trace_io.trace_files(path)  # names only; fails early on foreign files
+    fmt = trace_io.trace_format(path, files)
+    out_path = report_dir(path, out)
+    options = {"config": meta.get("config") or {}, "outputs": meta.get("outputs", True),
+               "scope": meta.get("scope", "group"), "invariants": invariants}
+    n = partitions or default_partitions(spark)
+    # a manifest promising that no group spans files lets each Parquet file be one task's
+    # input: the shuffle that would bring each group together is not needed (a broken
+    # promise shows up as groups whose records start past seq 0, never as a silent pass)
+    whole_files = fmt == "parquet" and options["scope"] == "group" and not meta.get("groups_span_files", True)
+    options["list_units"] = whole_files
+    started = time.perf_counter()
+    if options["scope"] == "instance":
+        paths = spark.createDataFrame([(str(f),) for f in files], "path string").repartition(min(n, len(files)))
+        result = paths.mapInArrow(lambda it: replay_files(it, options), RESULT_SCHEMA)
+    else:
+        if fmt == "parquet":
+            for f in files:  # footers only: a foreign file is named here, not deep inside a task
+                trace_io.check_parquet_file(f)
+            df = (spark.read.schema(trace_io.SPARK_SCHEMA).parquet(*[str(f) for f in files])
+                  .select(*TRACE_FIELDS, F.col("_metadata.file_path").alias("file"),
+                          (F.col("_metadata.row_index") + 1).alias("line")))
+        else:
+            paths = spark.createDataFrame([(str(f),) for f in files], "path string").repartition(
+                min(n, len(files)))
+            df = paths.mapInArrow(read_jsonl_files, trace_io.SPARK_SCHEMA + ", file string, line long")
+        if whole_files:
+            # each file is read by one task and holds whole groups: no shuffle, a local sort
+            df = df.sortWithinPartitions("group_id", "seq")
+        else:
+            df = df.repartition(n, "group_id").sortWithinPartitions("group_id", "seq")
+        result = df.mapInArrow(lambda it: replay_batches(it, options), RESULT_SCHEMA)
+    _fresh(out_path)
+    with _one_task_per_file(spark, files) if whole_files else contextlib.nullcontext():
+        result.write.parquet(str(out_path / "findings.parquet"))
+    seconds = time.perf_counter() - started
+    rows = spark.read.parquet(str(out_path / "findings.parquet"))
+    totals_row = rows.filter("row_kind = 'task'").agg(*[F.sum(c).alias(c) for c in (
+        "units", "records", "inputs", "outputs", "instances", "skipped", "units_with_findings")]).collect()[0]
+    totals = {k: int(v or 0) for k, v in totals_row.asDict().items()}
+    findings = rows.filter("row_kind = 'finding'")
+    by_check = {f"{r['kind']}/{r['check']}": r["count"] for r in findings.groupBy("kind", "check").count().collect()}
+    first = [r.asDict() for r in findings.orderBy("group_id").limit(sample).collect()]
+    several = {}
+    if whole_files:
+        repeated = rows.filter("row_kind = 'unit'").groupBy("group_id").count().filter("count > 1")
+        names = [r["group_id"] for r in repeated.orderBy("group_id").limit(sample).collect()]
+        if names:
+            agg = repeated.agg(F.count("*").alias("groups"), F.sum("count").alias("units")).collect()[0]
+            several = {"groups": int(agg["groups"]), "extra_units": int(agg["units"]) - int(agg["groups"]),
+                       "sample": names}
+    return _summarize(path, out_path, meta, totals, by_check, first, seconds, engine=f"spark {spark.sparkContext.master}",
+                      partitions=n, several=several)
+
+
+# ------------------------------------------------------------------ without Spark
+
+
+def _shard_of(group_id: str | None, shards: int) -> int:
+    return 0 if group_id is None else zlib.crc32(group_id.encode()) % shards
+
+
+def plain_task(args) -> tuple[list[dict], float]:
+    """Replay the groups of shard ``index`` (of ``shards``): read, sort, replay."""
+    with fewer_collections():
+        return _plain_task(args)
+
+
+def _plain_task(args) -> tuple[list[dict], float]:
+    path, files, index, shards, split_files, options = args
+    from groupcoord.adapters.replay import trace_files as trace_io
+
+    started = time.perf_counter()
+    job = PartitionReplay(options, file_names=[str(f) for f in files])
+    if options.get("scope") == "instance":
+        for i, f in enumerate(files):
+            if i % shards == index:
+                for cols in trace_io.iter_batches(f, strict=False):
+                    job.feed(cols, unit_keys=[str(f)] * len(cols["seq"]))
+                job._collect(job.replayer.finish())
+        return job.result_rows(), time.perf_counter() - started
+    if split_files:
+        # no group spans files: this task's files one at a time, so memory holds one file
+        for i, f in enumerate(files):
+            if i % shards == index:
+                _replay_sorted(job, [_read_table(f, i)])
+    else:
+        tables = [_read_table(f, i) for i, f in enumerate(files)]
+        if shards > 1:
+            tables = [_shard_rows(t, index, shards) for t in tables]
+        _replay_sorted(job, tables)
+    job.finish()
+    return job.result_rows(), time.perf_counter() - started
+
+
+def _read_table(f, i: int):
+    """A trace file as an Arrow table with ``file`` (the file's index in the task's list: ints
+    convert to Python far faster than strings; findings get the name back) and ``line`` (the
+    row number in Parquet)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from groupcoord.adapters.replay import trace_files as trace_io
+
+    if trace_io.file_format(Path(f)) == "parquet":
+        trace_io.check_parquet_file(Path(f))
+        t = pq.read_table(f, columns=list(TRACE_FIELDS))
+        line = pc.cumulative_sum(pa.nulls(t.num_rows, pa.int64()).fill_null(1))
+        return t.append_column("file", pa.nulls(t.num_rows, pa.int32()).fill_null(i)).append_column("line", line)
+    batches = [pa.RecordBatch.from_pydict(c) for c in trace_io.iter_batches(f, strict=False)]
+    if not batches:  # an empty file (or blank lines only): no records
+        schema = trace_io.arrow_schema().append(pa.field("file", pa.int32())).append(pa.field("line", pa.int64()))
+        return schema.empty_table()
+    t = pa.Table.from_batches(batches)
+    return t.set_column(t.column_names.index("file"), "file", pa.nulls(t.num_rows, pa.int32()).fill_null(i))
+
+
+def _shard_rows(t, index: int, shards: int):
+    """The rows of shard ``index``'s groups: a hash per distinct group id, then a vectorised take."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(t.column("group_id")).combine_chunks()
+    keep = pa.array([_shard_of(g, shards) == index for g in enc.dictionary.to_pylist()])
+    mask = pc.fill_null(pc.take(keep, enc.indices), index == 0)
+    return t.filter(mask)
+
+
+def _replay_sorted(job: "PartitionReplay", tables: list) -> None:
+    """Sort the tables' rows by (group_id, seq) together and feed them to ``job``."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not tables:
+        return
+    table = pa.concat_tables(tables, promote_options="default")
+    del tables[:]
+    # 64-bit string offsets: a take of sorted rows may gather more than 2 GB of data
+    table = table.set_column(table.column_names.index("data"), "data", table["data"].cast(pa.large_string()))
+    # a null seq first in its group, as Spark sorts it: the group's first finding is that row
+    order = pc.sort_indices(table, sort_keys=[("group_id", "ascending", "at_start"), ("seq", "ascending", "at_start")])
+    step = 65_536  # take slices: one take of the whole table can pass 2 GB of strings
+    for start in range(0, len(order), step):
+        batch = table.take(order.slice(start, step))
+        job.feed({name: batch.column(name).to_pylist() for name in batch.column_names})
+
+
+def plain_replay(path: str, out: str, *, processes: int = 1, invariants: bool = True, sample: int = 20) -> dict:
+    import pyarrow.parquet as pq
+
+    from groupcoord.adapters.replay import trace_files as trace_io
+
+    meta = trace_io.read_manifest(path)
+    paths = trace_io.trace_files(path)
+    trace_io.trace_format(path, paths)  # one format per trace
+    files = [str(f) for f in paths]
+    out_path = report_dir(path, out)
+    options = {"config": meta.get("config") or {}, "outputs": meta.get("outputs", True),
+               "scope": meta.get("scope", "group"), "invariants": invariants}
+    split_files = not meta.get("groups_span_files", True)
+    options["list_units"] = split_files and options["scope"] == "group"
+    tasks = [(path, files, i, processes, split_files, options) for i in range(processes)]
+    started = time.perf_counter()
+    if processes > 1:
+        import multiprocessing as mp
+
+        with mp.get_context("fork").Pool(processes) as pool:
+            results = pool.map(plain_task, tasks)
+    else:
+        results = [plain_task(tasks[0])]
+    seconds = time.perf_counter() - started
+    rows = [r for rs, _ in results for r in rs]
+    _fresh(out_path)
+    import pyarrow as pa
+
+    pq.write_table(pa.Table.from_batches([_result_batch(rows)]), str(out_path / "findings.parquet"))
+    task_rows = [r for r in rows if r["row_kind"] == "task"]
+    totals = {k: sum(r[k] for r in task_rows) for k in (
+        "units", "records", "inputs", "outputs", "instances", "skipped", "units_with_findings")}
+    findings = sorted((r for r in rows if r["row_kind"] == "finding"), key=lambda r: str(r["group_id"]))
+    by_check: dict[str, int] = {}
+    for r in findings:
+        key = f"{r['kind']}/{r['check']}"
+        by_check[key] = by_check.get(key, 0) + 1
+    seen: dict[str, int] = {}
+    for r in rows:
+        if r["row_kind"] == "unit":
+            seen[r["group_id"]] = seen.get(r["group_id"], 0) + 1
+    repeated = {g: c for g, c in seen.items() if c > 1}
+    several = {"groups": len(repeated), "extra_units": sum(repeated.values()) - len(repeated),
+               "sample": sorted(repeated)[:sample]} if repeated else {}
+    return _summarize(path, out_path, meta, totals, by_check, findings[:sample], seconds,
+                      engine=f"plain x{processes}", partitions=processes,
+                      task_seconds=[round(s, 2) for _, s in results], several=several)
+
+
+# ------------------------------------------------------------------ the report
+
+
+def _summarize(path, out_path: Path, meta, totals, by_check, first, seconds, several=None, **extra) -> dict:
+    """``several``: groups replayed from more than one file although the manifest promises
+    that none spans files (counted once in ``units``; the run fails)."""
+    from groupcoord.adapters.replay.trace_files import manifest_file
+
+    several = several or {}
+    totals = {**totals, "units": totals["units"] - several.get("extra_units", 0)}
+    manifest = manifest_file(path)
+    summary = {"trace": str(path), "report": str(out_path),
+               "manifest": str(manifest) if manifest.exists() else None, "scope": meta.get("scope", "group"),
+               "outputs_compared": bool(meta.get("outputs", True)), "seconds": round(seconds, 2),
+               "records_per_s": round(totals["records"] / seconds) if seconds else None,
+               **totals, "findings_by_check": dict(sorted(by_check.items())),
+               "first_findings": [{k: v for k, v in f.items() if k not in (
+                   "row_kind", "units", "records", "inputs", "outputs", "instances", "skipped",
+                   "units_with_findings")} for f in first],
+               "groups_in_several_files": several.get("groups", 0),
+               "groups_in_several_files_sample": several.get("sample", []), **extra}
+    (out_path / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    (out_path / "summary.txt").write_text(format_report(summary) + "\n")
+    return summary
+
+
+def format_report(summary: dict) -> str:
+    from groupcoord.adapters.replay.engine import MALFORMED_ROW
+
+    s = summary
+    unit = "groups" if s["scope"] == "group" else "recordings"
+    lines = [f"replayed {s['records']:,} records ({s['inputs']:,} inputs, {s['outputs']:,} outputs) of "
+             f"{s['units']:,} {unit} in {s['seconds']}s with {s['engine']}"
+             + ("" if s["outputs_compared"] else " (the trace has no outputs: invariants only)")]
+    if s.get("manifest", "") is None:
+        lines.append("no meta.json beside the trace: replayed with the defaults (group scope, outputs compared, "
+                     "the default coordinator config); a trace recorded with other settings diverges where they "
+                     "matter")
+    lines.append(f"{s['units_with_findings']:,} {unit} with findings"
+                 + (":" if s["units_with_findings"] else "; no divergence, no violation"))
+    for key, count in s["findings_by_check"].items():
+        lines.append(f"  {count:>8,}  {key}")
+    if s["first_findings"]:
+        lines.append(f"first findings (by group, {len(s['first_findings'])} shown; all in {s['report']}/findings.parquet):")
+        for f in s["first_findings"]:
+            where = f"{f['file']}:{f['line']}" if f.get("file") else f"seq {f.get('seq')}"
+            record = ("a line that could not be read" if f["type"] == MALFORMED_ROW else
+                      f"seq {f['seq']}, {f['dir']} {f['type']}, ts {f['ts_ms']}")
+            lines.append(f"- {f['group_id']!r}: {f['kind']} [{f['checks']}] at {where} ({record})")
+            lines.append(f"    {_short(f['detail'], 700)}")
+            expected, actual = _around_difference(f.get("expected"), f.get("actual"))
+            if expected is not None:
+                lines.append(f"    expected: {expected}")
+            if actual is not None:
+                lines.append(f"    actual:   {actual}")
+    if s.get("groups_in_several_files"):
+        sample = ", ".join(repr(g) for g in s["groups_in_several_files_sample"][:5])
+        lines.append(f"{s['groups_in_several_files']:,} groups are in more than one file, though meta.json promises "
+                     f"that none is (groups_span_files: false); each copy was replayed alone: {sample}")
+    lines.append(f"report: {s['report']}/findings.parquet, summary.json, summary.txt")
+    return "\n".join(lines)
+
+
+def _short(s: str, n: int = 400) -> str:
+    return s if len(s) <= n else s[:n] + "..."
+
+
+def _around_difference(expected: str | None, actual: str | None, n: int = 400) -> tuple:
+    """Both values cut to ``n`` characters around their first difference, so two long values
+    that differ far in do not print as the same text (the full values are in the report)."""
+    if expected is None or actual is None or (len(expected) <= n and len(actual) <= n):
+        return (None if expected is None else _short(expected, n)), (None if actual is None else _short(actual, n))
+    first = next((i for i, (a, b) in enumerate(zip(expected, actual)) if a != b), min(len(expected), len(actual)))
+    start = max(0, first - n // 3)
+
+    def cut(v: str) -> str:
+        return ("..." if start else "") + v[start:start + n] + ("..." if start + n < len(v) else "")
+
+    return cut(expected), cut(actual)
+
+
+def run(args) -> int:
+    from groupcoord.adapters.replay.trace_files import TraceError
+
+    out = args.out or (str(Path(args.path).resolve()).rstrip("/") + ".report")
+    try:
+        if args.engine == "plain":
+            summary = plain_replay(args.path, out, processes=args.processes, invariants=not args.no_invariants)
+        else:
+            spark = spark_session(args.master, partitions=args.partitions)
+            try:
+                summary = spark_replay(spark, args.path, out, partitions=args.partitions,
+                                       invariants=not args.no_invariants)
+            finally:
+                spark.stop()
+    except TraceError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except ImportError as e:
+        print(f"error: {e.name or e} is not installed: pip install 'groupcoord[spark]' "
+              f"(or run with --engine plain, which needs only pyarrow)", file=sys.stderr)
+        return 2
+    print(format_report(summary))
+    return 1 if summary["units_with_findings"] or summary["groups_in_several_files"] else 0
+
+
+def add_arguments(p: argparse.ArgumentParser, master: str | None = "local[*]") -> None:
+    p.add_argument("path", help="a trace directory (or file): Parquet or JSON Lines, with meta.json")
+    p.add_argument("--master", default=master,
+                   help=f"Spark master (default {master or 'the one spark-submit gives'})")
+    p.add_argument("--engine", choices=["spark", "plain"], default="spark",
+                   help="spark (default) or plain: pyarrow + processes, no Spark")
+    p.add_argument("--processes", type=int, default=1, help="plain engine: processes")
+    p.add_argument("--partitions", type=int, default=None, help="Spark shuffle partitions (default 4 x cores)")
+    p.add_argument("--out", default=None, help="report directory (default TRACE.report)")
+    p.add_argument("--no-invariants", action="store_true", help="compare outputs only (faster)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="replay_job", description="Replay a groupcoord trace on Spark.")
+    add_arguments(parser, master=None)  # under spark-submit, its --master applies
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

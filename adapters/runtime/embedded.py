@@ -1,0 +1,165 @@
+"""Embedding the core in an asyncio service: a runnable example (spec/contract.md).
+
+``EmbeddedCoordinator`` owns a ``Coordinator`` and carries out its commands:
+
+* ``Respond``: resolves the future of ``request(event)``, keyed by ``request_id``;
+* ``Write``: queued to one writer task that appends to ``storage`` in order and feeds back
+  ``WriteCompleted`` / ``WriteFailed``;
+* ``SetTimer`` / ``CancelTimer`` / ``CancelPartitionTimers``: kept in a ``TimerTable``; one
+  alarm (``clock.call_at``) at the earliest deadline wakes a timer task that feeds
+  ``TimerFired`` for everything due.
+
+Time and member-id randomness are injected (``clock``, ``new_uuid``), so tests can drive the
+service with a fake clock. Only ``LoopClock`` touches real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any, Callable, Protocol
+
+import attrs
+
+from groupcoord.core import events as ev
+from groupcoord.core.commands import Respond, Write
+from groupcoord.core.config import CoordinatorConfig
+from groupcoord.core.coordinator import Coordinator
+from groupcoord.core.errors import Error
+from groupcoord.adapters.runtime.timers import TimerTable
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+
+    def call_at(self, deadline_ms: int, callback: Callable[[], None]) -> Any:
+        """Run ``callback`` once ``now_ms() >= deadline_ms``; returns a handle with ``cancel()``."""
+
+
+class LoopClock:
+    """The event loop's monotonic clock."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self._loop = loop or asyncio.get_running_loop()
+
+    def now_ms(self) -> int:
+        return int(self._loop.time() * 1000)
+
+    def call_at(self, deadline_ms: int, callback: Callable[[], None]) -> asyncio.TimerHandle:
+        return self._loop.call_at(deadline_ms / 1000, callback)
+
+
+class StorageError(Exception):
+    def __init__(self, error: Error) -> None:
+        super().__init__(error.name)
+        self.error = error
+
+
+class MemoryLog:
+    """In-memory storage: one record list per offsets partition."""
+
+    def __init__(self) -> None:
+        self.log: dict[int, list] = {}
+
+    async def read(self, partition: int) -> tuple:
+        return tuple(self.log.get(partition, ()))
+
+    async def append(self, partition: int, records: tuple) -> None:  # raise StorageError to fail
+        self.log.setdefault(partition, []).extend(records)
+
+
+class CoordinatorStopped(Exception):
+    """The request was still unanswered when the service stopped."""
+
+
+class EmbeddedCoordinator:
+    def __init__(self, config: CoordinatorConfig | None = None, *, clock: Clock | None = None,
+                 storage: MemoryLog | None = None,
+                 new_uuid: Callable[[], str] = lambda: str(uuid.uuid4())) -> None:
+        self.config = config or CoordinatorConfig()
+        self.coordinator = Coordinator(self.config)
+        self.storage = storage if storage is not None else MemoryLog()
+        self._clock = clock
+        self._new_uuid = new_uuid
+        self._timers = TimerTable()
+        self._futures: dict[Any, asyncio.Future] = {}
+        self._writes: asyncio.Queue[Write] = asyncio.Queue()
+        self._wake = asyncio.Event()
+        self._alarm: Any = None
+        self._alarm_at: int | None = None
+        self._tasks: list[asyncio.Task] = []
+
+    async def start(self, partitions: range | None = None) -> None:
+        self._clock = self._clock or LoopClock()
+        self._tasks = [asyncio.create_task(self._run_timers()), asyncio.create_task(self._run_writes())]
+        for p in partitions if partitions is not None else range(self.config.offsets_topic_num_partitions):
+            records = await self.storage.read(p)
+            self._dispatch(ev.LoadPartition(now_ms=self._clock.now_ms(), partition=p, records=records))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._alarm is not None:
+            self._alarm.cancel()
+        for future in self._futures.values():  # parked in an instance that goes away: never answered
+            future.set_exception(CoordinatorStopped())
+        self._futures.clear()
+
+    async def request(self, event: ev.Request) -> Any:
+        """Send one request; returns its logical response (``wire.response_fields`` shapes it)."""
+        if event.request_id in self._futures:
+            raise ValueError(f"request id {event.request_id!r} is already in flight")
+        changes: dict[str, Any] = {"now_ms": self._clock.now_ms()}
+        if isinstance(event, ev.JoinGroup) and not event.new_member_uuid:
+            changes["new_member_uuid"] = self._new_uuid()
+        future = self._futures[event.request_id] = asyncio.get_running_loop().create_future()
+        self._dispatch(attrs.evolve(event, **changes))
+        return await future
+
+    # --- carrying out commands ---------------------------------------------------------------
+
+    def _dispatch(self, event) -> None:
+        for command in self.coordinator.handle(event):
+            if isinstance(command, Respond):
+                future = self._futures.pop(command.request_id, None)
+                if future is not None and not future.done():
+                    future.set_result(command.response)
+            elif isinstance(command, Write):
+                self._writes.put_nowait(command)
+            else:
+                self._timers.apply(command)
+        self._set_alarm()
+
+    def _set_alarm(self) -> None:
+        deadline = self._timers.next_deadline()
+        if deadline == self._alarm_at:
+            return
+        if self._alarm is not None:
+            self._alarm.cancel()
+        self._alarm_at = deadline
+        self._alarm = None if deadline is None else self._clock.call_at(deadline, self._on_alarm)
+
+    def _on_alarm(self) -> None:
+        self._alarm = self._alarm_at = None
+        self._wake.set()
+
+    async def _run_timers(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            now = self._clock.now_ms()
+            while (due := self._timers.pop_due(now)) is not None:
+                key, payload = due
+                self._dispatch(ev.TimerFired(now_ms=now, key=key, payload=payload))
+            self._set_alarm()
+
+    async def _run_writes(self) -> None:
+        while True:  # one writer: outcomes are reported in write order
+            write = await self._writes.get()
+            try:
+                await self.storage.append(write.partition, write.records)
+                outcome = ev.WriteCompleted(now_ms=self._clock.now_ms(), write_id=write.write_id)
+            except StorageError as e:
+                outcome = ev.WriteFailed(now_ms=self._clock.now_ms(), write_id=write.write_id, error=e.error)
+            self._dispatch(outcome)

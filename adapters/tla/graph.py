@@ -1,0 +1,290 @@
+"""State-graph replay: the core against every edge of TLC's reachable graph.
+
+TLC dumps the whole state graph of a small configuration (``-dump dot``). Every node is a
+spec state, including ``event`` (the action and its parameters that led there) and ``out``
+(the commands it emitted). For each node the replay builds the core state it stands for,
+applies every input the spec's environment may send there, reads the core's new state and
+commands back as spec values, and requires:
+
+* unsound = 0: every core step is an edge of the graph (same action, same parameters, same
+  next state, same commands);
+* missing = 0: every edge of the graph is a step of the core.
+
+Nodes that differ only in ``out`` and ``event`` have the same successors, so each such class
+is replayed once.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import attrs
+
+from groupcoord.core import events as ev
+from groupcoord.core.coordinator import Coordinator
+
+from groupcoord.adapters.tla.model import (
+    CONFIG,
+    PARTITION,
+    REQ,
+    Alpha,
+    Ids,
+    Model,
+    OutOfModel,
+    apply_timers,
+    build_core,
+    core_event,
+    is_client,
+    load_records,
+    spec_inputs,
+)
+from groupcoord.adapters.tla.values import F, MV, parse, show
+
+_NODE = re.compile(r'^(-?\d+) \[label="(.*)"(?:,style = filled)?\];?$')
+_EDGE = re.compile(r"^(-?\d+) -> (-?\d+) \[")
+_UNESCAPE = re.compile(r"\\(.)")
+
+
+def _unescape(text: str) -> str:
+    """DOT label escapes: \\\\ for a backslash, \\" for a quote, \\n for a line break."""
+    return text.replace("\\\\", "\x00").replace("\\n", "\n").replace('\\"', '"').replace("\x00", "\\")
+
+
+@attrs.define
+class Graph:
+    labels: dict = attrs.Factory(dict)  # fp -> label text
+    succ: dict = attrs.Factory(dict)  # fp -> set of fps
+    inits: set = attrs.Factory(set)
+    edges: int = 0
+
+
+def read_dot(path) -> Graph:
+    g = Graph()
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("{rank = same;") and not g.inits:
+                g.inits = {x for x in line[len("{rank = same;"):].strip(" ;}\n").split(";") if x}
+                continue
+            m = _EDGE.match(line)
+            if m:
+                g.succ.setdefault(m.group(1), set()).add(m.group(2))
+                g.edges += 1
+                continue
+            m = _NODE.match(line.rstrip("\n"))
+            if m and m.group(1) not in g.labels:
+                g.labels[m.group(1)] = m.group(2)
+    return g
+
+
+def _chunks(label: str) -> dict[str, str]:
+    out = {}
+    for part in _unescape(label).split("\n/\\ "):
+        part = part.strip()
+        if part.startswith("/\\ "):
+            part = part[3:]
+        name, _, value = part.partition(" = ")
+        out[name.strip()] = value
+    return out
+
+
+class _States:
+    """Parses node labels once each."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.chunks: dict[str, dict[str, str]] = {}
+        self.values: dict[str, F] = {}
+        self.part_cache: dict[str, Any] = {}
+
+    def chunk(self, fp: str) -> dict[str, str]:
+        c = self.chunks.get(fp)
+        if c is None:
+            c = self.chunks[fp] = _chunks(self.graph.labels[fp])
+        return c
+
+    def key(self, fp: str) -> tuple:
+        c = self.chunk(fp)
+        return tuple(sorted((k, v) for k, v in c.items() if k not in ("out", "event")))
+
+    def value(self, fp: str) -> F:
+        v = self.values.get(fp)
+        if v is None:
+            parsed = {}
+            for name, text in self.chunk(fp).items():
+                cached = self.part_cache.get(text)
+                if cached is None:
+                    cached = self.part_cache[text] = parse(text)
+                parsed[name] = cached
+            v = self.values[fp] = F(parsed)
+        return v
+
+
+@attrs.define
+class ReplayResult:
+    nodes: int = 0
+    edges: int = 0
+    classes: int = 0
+    inits: int = 0
+    inputs: int = 0
+    matched: int = 0
+    unsound: list = attrs.Factory(list)
+    missing: list = attrs.Factory(list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.unsound and not self.missing
+
+    def summary(self) -> str:
+        return (f"graph replay: {self.nodes} states ({self.classes} distinct without out/event), {self.edges} edges, "
+                f"{self.inits} initial; {self.inputs} core steps, {self.matched} matched an edge; "
+                f"unsound {len(self.unsound)}, missing {len(self.missing)} ({self.seconds:.1f} s)")
+
+
+def core_step(built, e: F, s: F) -> F:
+    """Apply the spec event ``e`` to the core state ``built`` (built from ``s``); the result
+    read back as a full spec state (with out and event)."""
+    alpha = Alpha(Ids())
+    alpha.ids.to_spec = dict(built.alpha.ids.to_spec)
+    alpha.ids.inst_spec = built.alpha.ids.inst_spec
+    alpha.tags = dict(built.alpha.tags)
+    alpha.write_records = dict(built.alpha.write_records)
+    local = type(built)(built.state, built.timers, alpha, built.core_id)
+    event = core_event(e, local)
+    timers = dict(built.timers)
+    if isinstance(event, ev.TimerFired):
+        timers.pop(event.key, None)
+    if isinstance(event, ev.Request):
+        alpha.tags[REQ] = alpha.tag_of_request(event)
+    coordinator = Coordinator.restore(built.state, CONFIG)
+    commands = coordinator.handle(event)
+    apply_timers(timers, commands)
+    alpha.remember_writes(commands)
+    out = alpha.commands(commands, built.state, event)
+    budget = s["budget"]
+    if is_client(e) and budget > 0:
+        budget -= 1
+    state = alpha.state(coordinator.snapshot(), timers, budget)
+    state["out"] = out
+    state["event"] = e
+    return F(state)
+
+
+def init_step(e: F, instances, budget: int) -> F:
+    alpha = Alpha(Ids(instances))
+    coordinator = Coordinator(CONFIG)
+    group = e["group"]
+    if group is not None:
+        for m in group["members"]:
+            alpha.ids.learn(m["id"], "c", None if m["inst"] is None else Ids.name(m["inst"]))
+    event = ev.LoadPartition(now_ms=0, partition=PARTITION, records=load_records(group, instances))
+    commands = coordinator.handle(event)
+    timers: dict = {}
+    apply_timers(timers, commands)
+    state = alpha.state(coordinator.snapshot(), timers, budget)
+    state["out"] = alpha.commands(commands, None, event)
+    state["event"] = e
+    return F(state)
+
+
+def _diff(a: F, b: F) -> str:
+    names = [k for k in a if a.get(k) != b.get(k)]
+    return "; ".join(f"{k}: core {show(a.get(k), 300)} / spec {show(b.get(k), 300)}" for k in names[:4])
+
+
+def replay(graph: Graph, model: Model, stop_at_first: bool = False, limit: int = 5) -> ReplayResult:
+    started = time.monotonic()
+    res = ReplayResult(nodes=len(graph.labels), edges=graph.edges, inits=len(graph.inits))
+    states = _States(graph)
+    classes: dict[tuple, str] = {}
+    for fp in graph.labels:
+        classes.setdefault(states.key(fp), fp)
+    res.classes = len(classes)
+    instances = model.instances
+
+    # Initial states: each is LoadPartition of its stored group.
+    for fp in graph.inits:
+        s = states.value(fp)
+        got = init_step(s["event"], instances, s["budget"])
+        res.inputs += 1
+        if got == s:
+            res.matched += 1
+        else:
+            res.unsound.append(f"initial state {show(s['event'], 200)}: {_diff(got, s)}")
+            if stop_at_first:
+                break
+
+    for key, fp in classes.items():
+        if stop_at_first and not res.ok:
+            break
+        s = states.value(fp)
+        targets = {states.value(t): t for t in graph.succ.get(fp, ())}
+        produced = set()
+        try:
+            built = build_core(s, instances, model.ids)
+        except Exception as exc:  # noqa: BLE001 - a state the core cannot hold is a finding
+            res.unsound.append(f"state {_brief(s)}: cannot build the core state: {exc!r}")
+            continue
+        for e in spec_inputs(s, model):
+            res.inputs += 1
+            try:
+                got = core_step(built, e, s)
+            except OutOfModel as exc:
+                res.unsound.append(f"state {_brief(s)} input {show(e, 200)}: out of the model: {exc}")
+                continue
+            except Exception as exc:  # noqa: BLE001 - a crash is unsound
+                res.unsound.append(f"state {_brief(s)} input {show(e, 200)}: the core raised {exc!r}")
+                if stop_at_first:
+                    break
+                continue
+            if got in targets:
+                res.matched += 1
+                produced.add(got)
+                continue
+            same_event = [t for t in targets if t["event"] == e]
+            detail = _diff(got, same_event[0]) if same_event else "the spec has no edge for this input"
+            res.unsound.append(f"state {_brief(s)} input {show(e, 200)}: {detail}")
+            if stop_at_first:
+                break
+        for t in targets:
+            if t in produced or (t == s):  # `Done` stutters in Dead
+                continue
+            res.missing.append(f"state {_brief(s)}: spec edge {show(t['event'], 200)} -> "
+                               f"{t['state']} out {show(t['out'], 300)} is produced by no core input")
+            if stop_at_first:
+                break
+    res.seconds = time.monotonic() - started
+    return res
+
+
+def _brief(s: F) -> str:
+    return (f"[{s['state']} gen {s['generation']} members {show(s['members'], 80)} pending {show(s['pending'], 60)} "
+            f"writes {len(s['writes'])} held {len(s['held'])} timers {show(s['timers'], 120)}]")
+
+
+def model_from_cfg(cfg_text: str, mc_text: str) -> Model:
+    """The environment's constants, read from an MC*.cfg and MC.tla."""
+    consts = {}
+    for line in cfg_text.splitlines():
+        m = re.match(r"\s+(\w+)\s*(<-|=)\s*(.+)$", line)
+        if m:
+            consts[m.group(1)] = (m.group(2), m.group(3).strip())
+    defs = {}
+    for m in re.finditer(r"^(\w+) == (.+?)(?=^\S|\Z)", mc_text, re.M | re.S):
+        defs[m.group(1)] = re.sub(r"\\\*[^\n]*", "", m.group(2)).strip()
+
+    def value(name):
+        op, text = consts[name]
+        if op == "<-":
+            text = defs[text]
+        for d, body in defs.items():
+            if re.fullmatch(r"[A-Z]\w*", d) and d in text and "(" not in body and "\\" not in body:
+                text = re.sub(rf"\b{d}\b", body, text)
+        return parse(text)
+
+    return Model(ids=value("Ids"), instances=value("Instances"), protocols=value("Protocols"),
+                 protocol_types=value("ProtocolTypes"), rebalance_timeouts=value("RebalanceTimeouts"),
+                 join_versions=value("JoinVersions"), write_errors=value("WriteErrors"),
+                 reduce=value("Reduce"))

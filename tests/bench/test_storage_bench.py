@@ -1,0 +1,24 @@
+"""``groupcoord bench storage --quick`` (adapters/bench/storage.py) runs and prints its numbers
+as JSON lines last."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from server_harness import tansu_binary
+
+
+def test_bench_storage_quick_prints_json_lines_last():
+    out = subprocess.run([sys.executable, "-m", "groupcoord.adapters.cli.main", "bench", "storage", "--quick"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
+    values = {l["name"]: l["value"] for l in lines}
+    for name in ("sqlite_commits_per_s_1", "sqlite_commits_per_s_64", "sqlite_reload_s", "sqlite_read_s"):
+        assert values[name] > 0
+    assert values["sqlite_reload_groups"] == 1_000 and values["sqlite_reload_offsets"] == 100_000
+    if tansu_binary() is not None:
+        assert values["broker_commits_per_s_64"] > 0 and values["broker_reload_offsets"] == 100_000
+    assert out.stdout.rstrip().splitlines()[-1].startswith("{")

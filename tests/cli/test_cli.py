@@ -1,0 +1,87 @@
+"""The groupcoord command, as a user runs it."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from paths import ROOT
+
+SHARED = ROOT.parent / "shared" / "conformance" / "scenarios"
+
+
+def run(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "groupcoord.adapters.cli.main", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=ROOT)
+
+
+def test_scenario_command_prints_a_line_per_scenario_and_passes():
+    result = run("scenario", str(SHARED))
+    lines = result.stdout.strip().splitlines()
+    assert result.returncode == 0, result.stdout[-2000:]
+    assert sum(line.startswith("PASS ") for line in lines) == len(list(SHARED.glob("*.json")))
+    assert lines[-1].endswith(" passed, 0 failed")
+
+
+def test_scenario_command_fails_with_the_step_and_why(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"name": "x", "steps": [
+        {"send": "Heartbeat", "as": "h", "version": 4,
+         "request": {"group_id": "g", "generation_id": 1, "member_id": "m"}},
+        {"expect": "h", "response": {"error_code": "NONE"}}]}))
+    result = run("scenario", str(bad))
+    assert result.returncode == 1
+    assert "FAIL" in result.stdout and "step 2" in result.stdout and "UNKNOWN_MEMBER_ID" not in "" \
+        and "expected 0, got 25" in result.stdout
+
+
+def test_scenario_command_writes_traces_the_replay_passes(tmp_path):
+    own = sorted((ROOT / "tests" / "scenarios").glob("own-*.json"))
+    result = run("scenario", *map(str, own), "--trace", str(tmp_path / "traces"), "--quiet")
+    n = len(own)
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert result.stdout.strip().endswith(f"{n} passed, 0 failed, {n} traces in {tmp_path / 'traces'}")
+    traced = tmp_path / "traces" / "own-015-expired-pending-member-stays-expired-on-restore"
+    assert json.loads((traced / "meta.json").read_text())["scope"] == "instance"
+    replayed = run("replay", str(traced), "--engine", "plain", "--out", str(tmp_path / "report"))
+    assert replayed.returncode == 0, replayed.stdout[-2000:] + replayed.stderr[-2000:]
+    assert "0 recordings with findings; no divergence, no violation" in replayed.stdout
+
+
+def test_scenario_trace_refuses_a_reload_with_new_settings(tmp_path):
+    scenario = tmp_path / "reconfigured.json"
+    scenario.write_text(json.dumps({"name": "x", "steps": [
+        {"reload": True, "config": {"group.initial.rebalance.delay.ms": 0}}]}))
+    result = run("scenario", str(scenario), "--trace", str(tmp_path / "traces"))
+    assert result.returncode == 1
+    assert "PASS" in result.stdout
+    assert "no trace for" in result.stderr and "a reload changes the config" in result.stderr
+    assert not (tmp_path / "traces" / "reconfigured").exists()
+
+
+def test_demo_forms_a_group_and_survives_a_crash():
+    result = run("demo")
+    assert result.returncode == 0, result.stderr
+    assert "joined generation 1 as leader" in result.stdout
+    assert "final: Stable, generation 4, 2 members" in result.stdout
+
+
+def test_bench_core_prints_json_lines_last():
+    result = run("bench", "core", "--quick")
+    assert result.returncode == 0, result.stderr
+    tail = [json.loads(line) for line in result.stdout.strip().splitlines()[-6:]]
+    assert [m["name"] for m in tail] == ["heartbeat_10", "heartbeat_1000", "offset_commit_10",
+                                         "offset_commit_1000", "rebalance_100", "replay"]
+    assert all(m["unit"] == "events/s" and m["value"] > 0 for m in tail)
+
+
+def test_scenario_trace_that_cannot_be_written_is_reported_and_the_scenario_still_counts(tmp_path):
+    scenario = ROOT / "tests" / "scenarios" / "own-001-simple-group-offsets-expire.json"
+    (tmp_path / "traces").mkdir()
+    (tmp_path / "traces" / scenario.stem).write_text("in the way")
+    result = run("scenario", str(scenario), "--trace", str(tmp_path / "traces"))
+    assert result.returncode == 1
+    assert result.stdout.startswith("PASS ")
+    assert f"no trace for {scenario}: cannot write the trace" in result.stderr
+    assert (tmp_path / "traces" / scenario.stem).read_text() == "in the way"
+    result = run("scenario", str(scenario), "--trace", str(tmp_path / "traces" / scenario.stem))
+    assert result.returncode == 2 and "--trace: cannot use" in result.stderr

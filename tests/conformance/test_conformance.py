@@ -1,0 +1,83 @@
+"""Every conformance scenario is its own test: the shared suite and the project's own."""
+
+from pathlib import Path
+
+import pytest
+
+from groupcoord.adapters.conformance.scenarios import run_file, run_scenario, scenario_files
+from paths import ROOT
+
+SHARED = ROOT.parent / "shared" / "conformance" / "scenarios"
+OWN = ROOT / "tests" / "scenarios"
+FILES = scenario_files([SHARED]) + scenario_files([OWN])
+
+
+def test_shared_suite_is_present():
+    assert SHARED.is_dir(), f"conformance scenarios not found at {SHARED}"
+    assert len(scenario_files([SHARED])) >= 100
+
+
+@pytest.mark.parametrize("path", FILES, ids=[f"{p.parent.name}/{p.name}" for p in FILES])
+def test_scenario(path):
+    result = run_file(path)
+    assert result.passed, result.line()
+
+
+def _join(name, member_id="", version=3, instance=None):
+    request = {"group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+               "member_id": member_id, "protocol_type": "consumer",
+               "protocols": [{"name": "range", "metadata": ""}]}
+    if instance is not None:
+        request["group_instance_id"] = instance
+    return {"send": "JoinGroup", "as": name, "version": version, "request": request}
+
+
+@pytest.mark.parametrize("step, reason", [
+    ({"bogus": 1}, "unknown step"),
+    ({"send": "Produce", "as": "x", "request": {}}, "unknown API"),
+    ({"send": "JoinGroup", "as": "x", "version": 42, "request": {}}, "bad request"),
+    ({"send": "JoinGroup", "as": "x", "version": 3, "request": {"group_instance_id": "i"}}, "bad request"),
+    ({"advance_ms": -1}, "non-negative"),
+    ({"storage": "explode"}, "unknown storage action"),
+    ({"expect": "nobody", "response": {}}, "never sent"),
+])
+def test_runner_refuses_what_the_format_does_not_define(step, reason):
+    result = run_scenario({"name": "bad", "steps": [step]})
+    assert not result.passed and reason in result.reason, result.line()
+
+
+def test_runner_reports_the_first_mismatching_step():
+    steps = [_join("j1"), {"advance_ms": 3000},
+             {"expect": "j1", "response": {"error_code": "NONE", "generation_id": 1}},
+             {"expect": "j1", "response": {"error_code": "NONE", "generation_id": 2}}]
+    result = run_scenario({"name": "gen", "steps": steps})
+    assert not result.passed and result.step == 4 and "generation_id" in result.reason
+
+
+def test_matchers_bind_one_of_not_and_ordered():
+    # The second member extends the initial delay once (timers armed while firing count
+    # from the new time, so the extension needs a second advance).
+    steps = [_join("j1"), _join("j2"), {"advance_ms": 3000}, {"advance_ms": 3000},
+             {"expect": "j1", "response": {"member_id": {"bind": "a", "prefix": "client-"},
+                                           "leader": {"one_of": ["$a", "nobody"]},
+                                           "members": [{"member_id": {"bind": "m1"}}, {"member_id": {"bind": "m2"}}]}},
+             {"expect": "j2", "response": {"member_id": {"not": "$a"}, "members": {"ordered": []}}}]
+    assert run_scenario({"name": "m", "steps": steps}).passed
+    steps[-1] = {"expect": "j2", "response": {"member_id": {"not": {"prefix": "client-"}}}}
+    assert not run_scenario({"name": "m", "steps": steps}).passed
+
+
+def test_a_request_answered_twice_fails_the_scenario(monkeypatch):
+    from groupcoord.adapters.runtime.driver import Driver
+
+    original = Driver.dispatch
+
+    def twice(self, event):
+        out = original(self, event)
+        for rid in list(self.answer_counts):
+            self.answer_counts[rid] += 1
+        return out
+
+    monkeypatch.setattr(Driver, "dispatch", twice)
+    result = run_scenario({"name": "dup", "steps": [_join("j1", version=4)]})
+    assert not result.passed and "answered 2 times" in result.reason
