@@ -5,6 +5,7 @@ Feed events (requests, timer firings, storage outcomes, partition load/unload) t
 See spec/contract.md.
 """
 
+from . import commands, events
 from .commands import (
     CancelPartitionTimers,
     CancelTimer,
@@ -13,12 +14,17 @@ from .commands import (
     Write,
 )
 from .config import ConfigError, CoordinatorConfig
-from .coordinator import Coordinator, CoordinatorState, partition_for
+from .coordinator import Coordinator, CoordinatorState
+from .draft import assemble_group
 from .errors import Error
+from .model import Group, Member, OffsetEntry, Parked
+from .partitioning import java_string_hash, partition_for
 from .states import LEGAL_PREVIOUS, GroupState
+from .writes import PendingWrite
 
 __all__ = [
     "CancelPartitionTimers", "CancelTimer", "ConfigError", "Coordinator", "CoordinatorConfig",
-    "CoordinatorState", "Error", "GroupState", "LEGAL_PREVIOUS",
-    "Respond", "SetTimer", "Write", "partition_for",
+    "CoordinatorState", "Error", "Group", "GroupState", "LEGAL_PREVIOUS", "Member", "OffsetEntry",
+    "Parked", "PendingWrite", "Respond", "SetTimer", "Write", "assemble_group", "commands", "events",
+    "java_string_hash", "partition_for",
 ]

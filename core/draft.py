@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
+from .consumer_protocol import subscription_topics
 from .frozen import evolve, field_reader
 from .model import Group, Member, Parked
-from .states import LEGAL_PREVIOUS, GroupState, IllegalTransition
+from .states import GroupState, IllegalTransition, LEGAL_PREVIOUS
+
 
 _FIELDS, _values = field_reader(Group)  # _values: a Group's or a draft's fields, in one call
 
@@ -148,3 +150,34 @@ class GroupDraft:
 
 
 _SETTERS = tuple(getattr(GroupDraft, name).__set__ for name in _FIELDS)
+
+
+def subscribed_topics(g) -> frozenset[str] | None:
+    if g.protocol_type != "consumer":
+        return None
+    if not g.members:
+        return frozenset()
+    if g.protocol_name is None:
+        return None
+    topics: set[str] = set()
+    for member in g.members.values():
+        member_topics = subscription_topics(member.metadata(g.protocol_name))
+        if member_topics is None:
+            return None
+        topics |= member_topics
+    return frozenset(topics)
+
+
+def assemble_group(group: Group, members=(), **fields) -> Group:
+    """A group value from plain parts: ``group`` with ``members`` added in order (the
+    bookkeeping Kafka keeps beside the member map follows from them), its ``leader_id`` kept,
+    then ``fields`` set (``pending_members``, ``pending_sync``, ``new_member_added``...) and its
+    subscribed topics derived. For loading records and for states built outside the core."""
+    draft = GroupDraft(group)
+    for member in members:
+        draft.add(member)
+    draft.leader_id = group.leader_id
+    for name, value in fields.items():
+        setattr(draft, name, value)
+    draft.subscribed_topics = subscribed_topics(draft)
+    return draft.freeze()

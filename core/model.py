@@ -7,10 +7,14 @@ not (most heartbeats) leaves the same object in place, which keeps the hot path 
 from __future__ import annotations
 
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
+from typing import Mapping
 
+from .errors import Error
 from .frozen import frozen
 from .states import DEAD, EMPTY, GroupState
+
+
 
 EMPTY_MAP: Mapping[Any, Any] = MappingProxyType({})
 
@@ -104,3 +108,23 @@ class OffsetEntry:
     metadata: str
     commit_timestamp_ms: int
     expire_timestamp_ms: int | None = None
+
+
+class MemberError(Exception):
+    """Kafka's validation exceptions (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, ...)."""
+
+    def __init__(self, error: Error):
+        super().__init__(error.name)
+        self.error = error
+
+
+def validate_member(group, member_id: str, instance_id: str | None) -> None:
+    """ClassicGroup.validateMember: instance first (unknown -> 25, other member -> 82)."""
+    if instance_id is not None:
+        existing = group.static_members.get(instance_id)
+        if existing is None:
+            raise MemberError(Error.UNKNOWN_MEMBER_ID)
+        if existing != member_id:
+            raise MemberError(Error.FENCED_INSTANCE_ID)
+    if member_id not in group.members:
+        raise MemberError(Error.UNKNOWN_MEMBER_ID)

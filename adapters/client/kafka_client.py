@@ -223,7 +223,11 @@ class Cluster:
             entry = response["coordinators"][0] if v >= 4 else response
             code = entry["error_code"]
             if code == 0:
-                return await self.connection(entry["host"], entry["port"])
+                try:
+                    return await self.connection(entry["host"], entry["port"])
+                except OSError:  # a coordinator that just died, still named while ownership moves
+                    await asyncio.sleep(0.25)
+                    continue
             if code not in (14, 15):  # loading / not available: retry
                 raise KafkaError(f"FindCoordinator({group_id}): {error_name(code)}", code)
             await asyncio.sleep(0.25)

@@ -35,11 +35,8 @@ from groupcoord.core.commands import (
     Write,
 )
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.core.coordinator import CoordinatorState, PendingWrite
-from groupcoord.core.draft import GroupDraft
 from groupcoord.core.errors import Error
-from groupcoord.core.membership import _subscribed_topics
-from groupcoord.core.model import Group, Member, Parked
+from groupcoord.core import CoordinatorState, Group, Member, Parked, PendingWrite, assemble_group
 from groupcoord.core.states import GroupState
 
 from groupcoord.adapters.tla.values import F, MV, fn
@@ -494,17 +491,11 @@ def _build_group(s, mem, core_id) -> Group:
         generation_id=s["generation"] if "generation" in s else s["gen"], protocol_type=ptype,
         protocol_name=s["protocolName"] if "protocolName" in s else s["pname"],
         leader_id=core_id(s["leader"]) if s["leader"] is not None else None)
-    draft = GroupDraft(group)
-    draft.leader_id = None
-    for member in members.values():
-        draft.add(member)
-    draft.protocol_type = ptype
-    draft.leader_id = group.leader_id
-    draft.pending_members = {core_id(m) for m in (s["pending"])}
-    draft.pending_sync = {core_id(m) for m in (s["pendingSync"] if "pendingSync" in s else s["psync"])}
-    draft.new_member_added = s["newMemberAdded"] if "newMemberAdded" in s else s["nma"]
-    draft.subscribed_topics = _subscribed_topics(draft)
-    return draft.freeze()
+    return assemble_group(
+        group, members.values(), protocol_type=ptype,
+        pending_members={core_id(m) for m in s["pending"]},
+        pending_sync={core_id(m) for m in (s["pendingSync"] if "pendingSync" in s else s["psync"])},
+        new_member_added=s["newMemberAdded"] if "newMemberAdded" in s else s["nma"])
 
 
 def _prev(s) -> str:

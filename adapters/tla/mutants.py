@@ -2,7 +2,8 @@
 that catches each (``groupcoord tla mutants``; catalogue in tla/README.md).
 
 A core mutant is applied at run time only: the source of one or more methods of
-``groupcoord.core.membership.Membership`` (the Coordinator inherits them) is edited in memory,
+``groupcoord.core.membership.Membership`` and the ``Joining`` it extends (the Coordinator inherits
+them) is edited in memory,
 compiled in the module's namespace and set on the class; ``applied`` restores the originals.
 The source tree is never written. A spec mutant is a text edit of a copy of tla/ (tla_run's
 ``replace``).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -128,11 +130,13 @@ MUTANTS: list[Mutant] = [
 
 @contextlib.contextmanager
 def applied(mutant: Mutant):
-    """The core mutant, in place on Membership for the duration."""
+    """The core mutant, in place on Membership for the duration. A method is compiled in the
+    namespace of the module that defines it (``joining`` or ``membership``)."""
     originals = {}
     try:
         for method, edits in mutant.core:
-            original = getattr(membership.Membership, method)
+            owner = next(c for c in membership.Membership.__mro__ if method in vars(c))
+            original = vars(owner)[method]
             source = textwrap.dedent(inspect.getsource(original))
             for old, new in edits:
                 # The edits are written with the method's indentation inside the class.
@@ -142,13 +146,14 @@ def applied(mutant: Mutant):
                                      f"{indented.count(old)} times")
                 source = textwrap.dedent(indented.replace(old, new))
             namespace: dict = {}
-            exec(compile(source, f"<mutant {mutant.name}: {method}>", "exec"), vars(membership), namespace)
-            originals[method] = original
-            setattr(membership.Membership, method, namespace[method])
+            module = sys.modules[owner.__module__]
+            exec(compile(source, f"<mutant {mutant.name}: {method}>", "exec"), vars(module), namespace)
+            originals[method] = (owner, original)
+            setattr(owner, method, namespace[method])
         yield
     finally:
-        for method, original in originals.items():
-            setattr(membership.Membership, method, original)
+        for method, (owner, original) in originals.items():
+            setattr(owner, method, original)
 
 
 @attrs.define

@@ -1,0 +1,262 @@
+"""Storage writes: one Write per operation and partition, the callbacks that run when it
+completes or fails, and what a failed write reverts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import events as ev
+from .commands import JoinGroupResponse, SyncGroupResponse, Write
+from .error_responses import error_response
+from .errors import Error, translate_append_error, translate_operation_error
+from .frozen import evolve, frozen
+from .states import EMPTY
+
+
+@frozen
+class PendingWrite:
+    write_id: int
+    partition: int
+    callbacks: tuple  # ("kind", ...) tuples run when the write completes or fails
+    request: Any = None  # the request whose response rides on this write
+    response: Any = None  # that response, sent on success
+
+
+class Writes:
+    # ------------------------------------------------------------ storage writes
+
+    def _append(self, partition: int, record, callback: tuple | None = None) -> None:
+        records, callbacks = self._op.setdefault(partition, ([], []))
+        records.append(record)
+        if callback is not None:
+            callbacks.append(callback)
+
+    def _op_has_records(self, partition: int) -> bool:
+        return bool(self._op.get(partition, ((),))[0])
+
+    def _run_op(self, partition: int | None, request, operation, *args) -> None:
+        """Run one operation; its records become one Write whose success releases the
+        operation's response (and whose failure answers it with Kafka's translated error)."""
+        self._op = {}
+        response = operation(*args)
+        op, self._op = self._op, {}
+        if not op:
+            if response is not None:
+                self._result(partition, request.request_id, response)
+            return
+        self._emit_writes(op, request if response is not None else None, response)
+
+    def _emit_writes(self, op: dict, request=None, response=None) -> list[int]:
+        """One Write per partition an operation wrote to; returns their ids."""
+        write_ids = []
+        for part, (records, callbacks) in op.items():
+            write_id = self._next_write_id
+            self._next_write_id += 1
+            write_ids.append(write_id)
+            self._writes[write_id] = PendingWrite(write_id, part, tuple(callbacks), request, response)
+            self._out.append(Write(write_id, part, tuple(records)))
+        return write_ids
+
+    def _on_write_done(self, event) -> None:
+        write = self._writes.pop(event.write_id, None)
+        if write is None:
+            return
+        error = event.error if isinstance(event, ev.WriteFailed) else None
+        self._finish_write(write, None if error in (None, Error.NONE) else Error.parse(error))
+        self._release_deferred(write.partition)
+
+    def _finish_write(self, write: PendingWrite, error: Error | None) -> None:
+        self._op = {}
+        for callback in write.callbacks:
+            if callback[0] == "delete_result":
+                self._delete_result(write.write_id, callback[1], callback[2], error)
+            else:
+                self._run_callback(callback, error)
+        # Callbacks do not write again in Kafka's classic coordinator; a failed write's
+        # follow-up (a new rebalance) writes nothing until its own completion.
+        followups, self._op = self._op, {}
+        self._emit_writes(followups)
+        if write.request is not None:
+            if error is None:
+                self._respond(write.request.request_id, write.response)
+            else:
+                self._respond(write.request.request_id,
+                              error_response(write.request, translate_operation_error(error)))
+
+    def _release_deferred(self, partition: int) -> None:
+        if not self._deferred:
+            return
+        lowest = min((w.write_id for w in self._writes.values() if w.partition == partition), default=None)
+        keep = []
+        for entry in self._deferred:
+            part, wait_for, respond = entry
+            if part == partition and (lowest is None or wait_for < lowest):
+                self._out.append(respond)
+            else:
+                keep.append(entry)
+        self._deferred = keep
+
+    def _run_callback(self, callback: tuple, error: Error | None) -> None:
+        kind = callback[0]
+        if kind == "sync":
+            self._sync_written(callback, error)
+        elif kind == "static_replace":
+            self._static_replace_written(callback, error)
+        elif kind == "new_group":
+            if error is not None:
+                self._rollback_new_group(callback[1], callback[2], error, *callback[3:])
+        elif kind == "offsets":
+            self._offsets_written(callback[1], error)
+        elif kind == "restore_group":
+            # A failed tombstone brings the group back (its offsets come back through the
+            # "offsets" undo). If a new group took the id meanwhile and its creation is still
+            # in flight, the old group comes back should that creation fail too (Kafka reverts
+            # both operations).
+            if error is not None:
+                if callback[1] not in self._groups:
+                    self._groups[callback[1]] = callback[2]
+                else:
+                    self._displace_on_rollback(callback[1], callback[2])
+        elif kind == "drop_simple_group":
+            group = self._groups.get(callback[1])
+            if error is not None and group is not None and group.state is EMPTY and group.protocol_type is None \
+                    and group.generation_id == 0 and not self._offsets.get(callback[1]):
+                self._remove_group(callback[1])
+        # "empty_group": Kafka only logs a failure of that record.
+
+    def _rollback_new_group(self, group_id: str, request_id, error: Error, displaced=None) -> None:
+        """The record committing a new group failed: the group never existed (Kafka reverts
+        its in-memory state), and a group whose deletion failed meanwhile is back. Its parked
+        requests are answered with the translated error. Offsets are left to their own
+        writes' undo: they may be the deleted group's, restored."""
+        group = self._groups.get(group_id)
+        if group is None:
+            # A later tombstone deleted the group meanwhile: its failure must not bring back a
+            # group that never existed (Kafka reverts the creation and everything after it).
+            self._forget_restores(group_id)
+            if displaced is not None:
+                self._groups[group_id] = displaced
+            return
+        if group.generation_id != 0:
+            return
+        translated = translate_append_error(error)
+        for member in group.members.values():
+            if member.awaiting_join is not None:
+                self._respond(member.awaiting_join.request_id, JoinGroupResponse(error_code=translated))
+            if member.awaiting_sync is not None:
+                self._respond(member.awaiting_sync.request_id, SyncGroupResponse(error_code=translated))
+        if displaced is None:
+            del self._groups[group_id]
+        else:
+            self._groups[group_id] = displaced
+
+    def _displace_on_rollback(self, group_id: str, group) -> None:
+        """Attach ``group`` to the in-flight creation write of the group now holding its id."""
+        for write_id, write in self._writes.items():
+            callbacks = tuple(c + (group,) if c[0] == "new_group" and c[1] == group_id and len(c) == 3 else c
+                              for c in write.callbacks)
+            if callbacks != write.callbacks:
+                self._writes[write_id] = evolve(write, callbacks=callbacks)
+                return
+
+    def _forget_restores(self, group_id: str) -> None:
+        """Drop the group's "restore_group" callbacks from the in-flight writes up to its next
+        creation write (restores after that belong to the group that creation makes)."""
+        for write_id, write in self._writes.items():
+            if any(c[0] == "new_group" and c[1] == group_id for c in write.callbacks):
+                return
+            callbacks = tuple(c for c in write.callbacks if not (c[0] == "restore_group" and c[1] == group_id))
+            if callbacks != write.callbacks:
+                self._writes[write_id] = evolve(write, callbacks=callbacks)
+
+    def _expire_held_pending(self, group_id: str, member_id: str) -> None:
+        """A pending member's expiry also applies to the copies of its group that a failed
+        write may bring back (the "restore_group" and displaced "new_group" snapshots):
+        otherwise the copy returns with a pending member no timer will ever remove, and
+        every later join phase waits out its rebalance timeout (deviation D15)."""
+        for write_id, write in self._writes.items():
+            callbacks = tuple(_without_pending(c, group_id, member_id) for c in write.callbacks)
+            if callbacks != write.callbacks:
+                self._writes[write_id] = evolve(write, callbacks=callbacks)
+
+    def _set_offsets(self, partition: int, changes) -> None:
+        """Apply (group, key, entry-or-None) changes now and register their undo with the
+        operation's write: on success they become what readers see, on failure they are
+        reverted (where nothing changed them since)."""
+        undo = []
+        for gid, key, entry in changes:
+            stored = self._offsets.setdefault(gid, {})
+            previous = stored.get(key)
+            slot = self._committed.setdefault(gid, {}).get(key)
+            if slot is None:
+                self._committed[gid][key] = [previous, 1]
+            else:
+                slot[1] += 1
+            if entry is None:
+                stored.pop(key, None)
+            else:
+                stored[key] = entry
+            undo.append((gid, key, previous, entry))
+        if undo:
+            self._op[partition][1].append(("offsets", tuple(undo)))
+
+    def _offsets_written(self, undo: tuple, error: Error | None) -> None:
+        for gid, key, previous, written in undo:
+            shadow = self._committed.get(gid, {})
+            slot = shadow.get(key)
+            if slot is None:  # the partition was unloaded meanwhile
+                continue
+            slot[1] -= 1
+            if error is None:
+                slot[0] = written
+            else:
+                # Kafka reverts to the last committed state: with no other write of this key in
+                # flight that is the committed value; otherwise undo this write where it is
+                # still the latest.
+                stored = self._offsets.setdefault(gid, {})
+                value = slot[0] if slot[1] == 0 else (previous if stored.get(key) is written else stored.get(key))
+                if value is None:
+                    stored.pop(key, None)
+                else:
+                    stored[key] = value
+            if slot[1] == 0:
+                del shadow[key]
+                if not shadow:
+                    del self._committed[gid]
+
+    def _committed_offsets(self, group_id: str) -> dict:
+        """The offsets readers see: the latest ones, except keys whose write is in flight."""
+        latest = self._offsets.get(group_id, {})
+        shadow = self._committed.get(group_id)
+        if not shadow:
+            return latest
+        view = dict(latest)
+        for key, (committed, _) in shadow.items():
+            if committed is None:
+                view.pop(key, None)
+            else:
+                view[key] = committed
+        return view
+
+    def _delete_group(self, group_id: str, partition: int) -> tuple:
+        """Remove a group and its offsets now (tombstones are replayed at once in Kafka);
+        returns the callback that restores the group if the write fails."""
+        group = self._groups.pop(group_id)
+        self._set_offsets(partition, [(group_id, key, None) for key in sorted(self._offsets.get(group_id, {}))])
+        return ("restore_group", group_id, group)
+
+    def _remove_group(self, group_id: str) -> None:
+        self._groups.pop(group_id, None)
+        self._offsets.pop(group_id, None)
+        self._committed.pop(group_id, None)
+
+
+def _without_pending(callback: tuple, group_id: str, member_id: str) -> tuple:
+    """``callback`` with ``member_id`` no longer pending in the group snapshot it holds."""
+    held = 2 if callback[0] == "restore_group" else 3 if callback[0] == "new_group" and len(callback) == 4 else None
+    if held is None or callback[1] != group_id or member_id not in callback[held].pending_members:
+        return callback
+    group = callback[held]
+    return callback[:held] + (evolve(group, pending_members=group.pending_members - {member_id}),) + callback[held + 1:]
+
+
