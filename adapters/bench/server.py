@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from groupcoord.core.consumer_protocol import encode_assignment, encode_subscription
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.client.kafka_client import KafkaClient
 
@@ -108,7 +109,7 @@ def start_tansu(binary: Path) -> Target:
 def _join_body(group: str, member_id: str) -> dict:
     return {"group_id": group, "session_timeout_ms": SESSION_MS, "rebalance_timeout_ms": SESSION_MS,
             "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": kc.encode_subscription(["bench"])}]}
+            "protocols": [{"name": "range", "metadata": encode_subscription(["bench"], version=0)}]}
 
 
 async def _member(client: KafkaClient, group: str, deadline: float, member_id: str = "") -> tuple[str, int]:
@@ -132,7 +133,7 @@ async def _member(client: KafkaClient, group: str, deadline: float, member_id: s
             ids = [m["member_id"] for m in joined["members"]]
             for i, mid in enumerate(ids):
                 mine = [p for p in range(TOPIC_PARTITIONS) if p % len(ids) == i]
-                assignments.append({"member_id": mid, "assignment": kc.encode_assignment([("bench", mine)])})
+                assignments.append({"member_id": mid, "assignment": encode_assignment([("bench", p) for p in mine], version=0)})
         synced = await client.request(14, {"group_id": group, "generation_id": generation, "member_id": member_id,
                                            "assignments": assignments}, 3, timeout=60)
         if synced["error_code"] == 0:

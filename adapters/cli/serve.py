@@ -17,9 +17,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from groupcoord.core.consumer_protocol import ConsumerProtocolError, decode_assignment, group_by_topic
 from groupcoord.core.config import KAFKA_NAMES, ConfigError, CoordinatorConfig
 
-from groupcoord.adapters.storage.sqlite import StorageOpenError
+from groupcoord.adapters.storage.interface import StorageOpenError
 
 from groupcoord.adapters.wire import broker_apis as apis
 
@@ -320,8 +321,6 @@ async def list_groups(cluster: Any, states: list[str] | None = None) -> list[dic
 
 
 async def describe_group(cluster: Any, group: str) -> dict:
-    from groupcoord.adapters.protocol import codec as kc
-
     KafkaError, error_name = _client().KafkaError, _client().error_name
     client = await cluster.coordinator(group)
     v = client.version(15)
@@ -331,13 +330,15 @@ async def describe_group(cluster: Any, group: str) -> dict:
         raise KafkaError(f"DescribeGroups({group}): {error_name(g['error_code'])}", g["error_code"])
     members = []
     for m in g["members"]:
+        raw = m["member_assignment"]
         try:
-            assignment = kc.decode_assignment(m["member_assignment"]) if g["protocol_type"] == "consumer" else []
-        except kc.FrameError:
-            assignment = []
+            assignment = group_by_topic(decode_assignment(raw).partitions) \
+                if g["protocol_type"] == "consumer" and raw else {}
+        except ConsumerProtocolError:
+            assignment = {}
         members.append({"member_id": m["member_id"], "group_instance_id": m.get("group_instance_id"),
                         "client_id": m["client_id"], "host": m["client_host"],
-                        "assignment": {t: ps for t, ps in assignment}})
+                        "assignment": assignment})
     return {"group": group, "state": g["group_state"], "protocol_type": g["protocol_type"],
             "protocol": g["protocol_data"], "coordinator": f"{client.host}:{client.port}", "members": members}
 

@@ -30,288 +30,26 @@ from typing import Iterable, Mapping, Sequence
 
 import attrs
 
-TopicPartition = tuple[str, int]
-DEFAULT_GENERATION = -1
+from groupcoord.adapters.client.java_order import JavaHashOrder, java_key, java_order, tp_hash, tp_key
+from groupcoord.core.consumer_protocol import (
+    DEFAULT_GENERATION,
+    Assignment,
+    ByteReader,
+    ByteWriter,
+    ConsumerProtocolError,
+    Subscription,
+    TopicPartition,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+
 EAGER, COOPERATIVE = "eager", "cooperative"
 
 
-class AssignorError(ValueError):
-    """Bad protocol bytes, or an assignment Kafka's client would refuse."""
-
-
-# ----------------------------------------------------------------- Java ordering helpers
-
-
-def java_string_hash(s: str) -> int:
-    """``String.hashCode()`` as an unsigned 32-bit value (UTF-16 code units)."""
-    h = 0
-    raw = s.encode("utf-16-be")
-    for i in range(0, len(raw), 2):
-        h = (31 * h + (raw[i] << 8 | raw[i + 1])) & 0xFFFFFFFF
-    return h
-
-
-def java_key(s: str) -> bytes:
-    """A sort key with ``String.compareTo``'s order (UTF-16 code units)."""
-    return s.encode("utf-16-be")
-
-
-def tp_hash(tp: TopicPartition) -> int:
-    """``TopicPartition.hashCode()`` (unsigned 32-bit)."""
-    return (31 * (31 + tp[1]) + java_string_hash(tp[0])) & 0xFFFFFFFF
-
-
-def tp_key(tp: TopicPartition) -> tuple:
-    """``TopicPartitionComparator``: topic, then partition."""
-    return java_key(tp[0]), tp[1]
-
-
-def _table_size_for(n: int) -> int:
-    cap = 1
-    while cap < n:
-        cap <<= 1
-    return cap
-
-
-class JavaHashOrder:
-    """The iteration order of a ``java.util.HashMap`` / ``HashSet``, following its history.
-
-    Entries iterate by bucket (spread hash masked by the table size), then in the order they
-    entered the bucket; the table doubles when the size exceeds 3/4 of it and never shrinks.
-    (Treeified bins, 8+ colliding keys, are not modelled.)
-    """
-
-    __slots__ = ("_hash", "_cap", "_seq", "_entries")
-
-    def __init__(self, hash_fn, keys: Iterable = (), initial_capacity: int | None = None) -> None:
-        self._hash = hash_fn
-        self._cap = _table_size_for(initial_capacity) if initial_capacity else 16
-        self._seq = 0
-        self._entries: dict = {}
-        for key in keys:
-            self.add(key)
-
-    def add(self, key) -> None:
-        if key not in self._entries:
-            self._entries[key] = self._seq
-            self._seq += 1
-            if len(self._entries) > self._cap * 3 // 4:
-                self._cap <<= 1
-
-    def remove(self, key) -> None:
-        self._entries.pop(key, None)
-
-    def __contains__(self, key) -> bool:
-        return key in self._entries
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def order(self) -> list:
-        mask, h = self._cap - 1, self._hash
-        return sorted(self._entries, key=lambda k: (_spread(h(k)) & mask, self._entries[k]))
-
-    def first(self):
-        return self.order()[0]
-
-
-def _spread(h: int) -> int:
-    return h ^ (h >> 16)
-
-
-def java_order(keys: Sequence, hash_fn=java_string_hash, initial_capacity: int | None = None) -> list:
-    """The iteration order of a HashMap into which ``keys`` were put in this order."""
-    return JavaHashOrder(hash_fn, keys, initial_capacity).order()
-
-
-# ----------------------------------------------------------------- the consumer protocol
-
-
-@attrs.frozen
-class Subscription:
-    """``ConsumerPartitionAssignor.Subscription``; ``group_instance_id`` is not encoded (it
-    comes from the JoinGroup response)."""
-
-    topics: tuple[str, ...]
-    user_data: bytes | None = None
-    owned_partitions: tuple[TopicPartition, ...] = ()
-    generation_id: int = DEFAULT_GENERATION
-    rack_id: str | None = None
-    group_instance_id: str | None = None
-
-
-@attrs.frozen
-class Assignment:
-    partitions: tuple[TopicPartition, ...]
-    user_data: bytes | None = None
-
-
-class _Writer:
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-
-    def int16(self, v: int) -> None:
-        self.parts.append(struct.pack(">h", v))
-
-    def int32(self, v: int) -> None:
-        self.parts.append(struct.pack(">i", v))
-
-    def string(self, s: str) -> None:
-        raw = s.encode("utf-8")
-        self.parts.append(struct.pack(">h", len(raw)) + raw)
-
-    def nullable_string(self, s: str | None) -> None:
-        if s is None:
-            self.int16(-1)
-        else:
-            self.string(s)
-
-    def nullable_bytes(self, b: bytes | None) -> None:
-        if b is None:
-            self.int32(-1)
-        else:
-            self.parts.append(struct.pack(">i", len(b)) + b)
-
-    def topic_partitions(self, partitions: Iterable[TopicPartition]) -> None:
-        grouped = group_by_topic(partitions)
-        self.int32(len(grouped))
-        for topic, numbers in grouped.items():
-            self.string(topic)
-            self.int32(len(numbers))
-            for n in numbers:
-                self.int32(n)
-
-    def bytes(self) -> bytes:
-        return b"".join(self.parts)
-
-
-class _Reader:
-    def __init__(self, data: bytes, what: str) -> None:
-        self.data, self.pos, self.what = data, 0, what
-
-    def _take(self, fmt: str, size: int):
-        if self.pos + size > len(self.data):
-            raise AssignorError(f"{self.what}: truncated at byte {self.pos}")
-        (v,) = struct.unpack_from(fmt, self.data, self.pos)
-        self.pos += size
-        return v
-
-    def int16(self) -> int:
-        return self._take(">h", 2)
-
-    def int32(self) -> int:
-        return self._take(">i", 4)
-
-    def _slice(self, n: int, what: str):
-        if self.pos + n > len(self.data):
-            raise AssignorError(f"{self.what}: truncated {what} at byte {self.pos}")
-        raw = self.data[self.pos:self.pos + n]
-        self.pos += n
-        return raw
-
-    def at_end(self) -> bool:
-        return self.pos >= len(self.data)
-
-    def nullable_string(self) -> str | None:
-        n = self.int16()
-        if n < 0:
-            return None
-        raw = self._slice(n, "string")
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise AssignorError(f"{self.what}: string is not UTF-8") from None
-
-    def string(self) -> str:
-        s = self.nullable_string()
-        if s is None:
-            raise AssignorError(f"{self.what}: null where a string is required")
-        return s
-
-    def nullable_bytes(self) -> bytes | None:
-        n = self.int32()
-        if n < 0:
-            return None
-        return bytes(self._slice(n, "bytes"))
-
-    def count(self) -> int:
-        n = self.int32()
-        if n < 0 or n > len(self.data):
-            raise AssignorError(f"{self.what}: bad array length {n}")
-        return n
-
-    def topic_partitions(self) -> tuple[TopicPartition, ...]:
-        out = []
-        for _ in range(self.count()):
-            topic = self.string()
-            out.extend((topic, self.int32()) for _ in range(self.count()))
-        return tuple(out)
-
-
-def group_by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
-    """``CollectionUtils.groupPartitionsByTopic``: a HashMap, so topics in Java's order."""
-    grouped: dict[str, list[int]] = {}
-    for topic, partition in partitions:
-        grouped.setdefault(topic, []).append(partition)
-    return {t: grouped[t] for t in java_order(list(grouped))}
-
-
-SUBSCRIPTION_VERSION = 3  # ConsumerProtocolSubscription.HIGHEST_SUPPORTED_VERSION
-ASSIGNMENT_VERSION = 3
-
-
-def encode_subscription(sub: Subscription, version: int = SUBSCRIPTION_VERSION) -> bytes:
-    w = _Writer()
-    w.int16(version)
-    w.int32(len(sub.topics))
-    for topic in sub.topics:
-        w.string(topic)
-    w.nullable_bytes(sub.user_data)
-    if version >= 1:
-        w.topic_partitions(sub.owned_partitions)
-    if version >= 2:
-        w.int32(sub.generation_id)
-    if version >= 3:
-        w.nullable_string(sub.rack_id)
-    return w.bytes()
-
-
-def decode_subscription(data: bytes, group_instance_id: str | None = None) -> Subscription:
-    """Newer versions are read with the v3 layout, as Kafka does; absent fields default."""
-    r = _Reader(data, "subscription")
-    version = r.int16()
-    if version < 0:
-        raise AssignorError(f"subscription: negative version {version}")
-    topics = tuple(r.string() for _ in range(r.count()))
-    user_data = r.nullable_bytes()
-    owned, generation, rack = (), DEFAULT_GENERATION, None
-    if version >= 1 and not r.at_end():
-        owned = r.topic_partitions()
-    if version >= 2 and not r.at_end():
-        generation = r.int32()
-    if version >= 3 and not r.at_end():
-        rack = r.nullable_string()
-    return Subscription(topics, user_data, owned, generation, rack, group_instance_id)
-
-
-def encode_assignment(assignment: Assignment, version: int = ASSIGNMENT_VERSION) -> bytes:
-    w = _Writer()
-    w.int16(version)
-    w.topic_partitions(assignment.partitions)
-    w.nullable_bytes(assignment.user_data)
-    return w.bytes()
-
-
-def decode_assignment(data: bytes) -> Assignment:
-    if len(data) < 2:
-        raise AssignorError(f"assignment: {len(data)} bytes, at least the version (2) expected")
-    r = _Reader(data, "assignment")
-    version = r.int16()
-    if version < 0:
-        raise AssignorError(f"assignment: negative version {version}")
-    partitions = r.topic_partitions()
-    user_data = r.nullable_bytes() if not r.at_end() else None
-    return Assignment(partitions, user_data)
+# Bad protocol bytes, or an assignment Kafka's client would refuse: one error for both.
+AssignorError = ConsumerProtocolError
 
 
 # ----------------------------------------------------------------- the assignors
@@ -819,15 +557,15 @@ class StickyAssignor(AbstractStickyAssignor):
     def subscription_user_data(self, topics) -> bytes | None:
         if self.member_assignment is None:
             return None
-        w = _Writer()
-        w.topic_partitions(self.member_assignment)
+        w = ByteWriter()
+        w.topic_partitions(self.member_assignment, java_order)
         w.int32(self.generation)
         return w.bytes()
 
     def member_data(self, sub: Subscription) -> _MemberData:
         if not sub.user_data:
             return _MemberData((), None)
-        r = _Reader(sub.user_data, "sticky user data")
+        r = ByteReader(sub.user_data, "sticky user data")
         try:
             partitions = r.topic_partitions()
         except AssignorError:
@@ -984,7 +722,8 @@ def leader_assign(assignor: Assignor, members: Sequence[tuple[str, str | None, b
     raw = assignor.assign(ppt, ordered, now_ms)
     if protocol == COOPERATIVE and assignor.name != CooperativeStickyAssignor.name:
         validate_cooperative(ordered, raw)
-    return {mid: encode_assignment(Assignment(tuple(raw.get(mid, ())), assignor.user_data_for(mid)))
+    return {mid: encode_assignment(Assignment(tuple(raw.get(mid, ())), assignor.user_data_for(mid)),
+                                  topic_order=java_order)
             for mid in ordered}
 
 
@@ -1032,4 +771,4 @@ def member_subscription(assignor: Assignor, topics: Sequence[str], owned: Iterab
     """The metadata a consumer sends in JoinGroup for one assignor (ConsumerCoordinator.metadata)."""
     return encode_subscription(Subscription(
         tuple(topics), assignor.subscription_user_data(topics), tuple(sorted(owned, key=tp_key)),
-        generation_id, rack_id))
+        generation_id, rack_id), topic_order=java_order)

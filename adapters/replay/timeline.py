@@ -27,7 +27,7 @@ from pathlib import Path
 import attrs
 
 from groupcoord.core import events as ev
-from groupcoord.adapters.client.assignors import AssignorError, decode_assignment
+from groupcoord.core.consumer_protocol import ConsumerProtocolError, decode_assignment
 from groupcoord.core.commands import JoinGroupResponse, LeaveGroupResponse, Respond
 from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
@@ -73,7 +73,7 @@ def _partitions_label(assignment: bytes) -> str:
         return "-"  # a Stable member given no partitions
     try:
         parts = decode_assignment(assignment).partitions
-    except AssignorError:
+    except ConsumerProtocolError:
         return "?"
     by_topic: dict[str, list[int]] = {}
     for topic, p in parts:

@@ -218,6 +218,11 @@ class TraceWriter:
         if len(self._columns) >= self.flush_rows:
             self._flush()
 
+    def flush(self) -> None:
+        """What is written so far reaches the file (JSON Lines; Parquet waits for ``close``)."""
+        if self._file is not None:
+            self._file.flush()
+
     def _flush(self) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -448,26 +453,42 @@ def group_ids(path: str | os.PathLike, limit: int | None = None) -> list[str]:
 
 
 class InstanceRecorder:
-    """A Driver ``observer`` (or any adapter's per-event hook) that writes what one shared
-    coordinator does as an instance-scoped trace: ``trace.Recorder`` records appended to
-    ``directory/name`` and a ``meta.json`` with the config, written on ``close()``::
+    """The one writer of a live coordinator's recording: a Driver ``observer``, or any
+    adapter's per-event hook (the server's ``--trace``), writing what one shared coordinator
+    does as an instance-scoped trace (``trace.Recorder`` records) with its ``meta.json``::
 
         rec = InstanceRecorder(out_dir, config=config)
         driver = Driver(config, observer=rec)
         ...
         rec.close()
-    """
 
-    def __init__(self, directory: str | os.PathLike, name: str = "recording.jsonl",
+    ``path`` ending in a trace suffix is the file itself; anything else is a directory
+    (created) that gets ``name``. ``meta.json`` beside the file is written at once (a recording
+    cut short by a crash still says how to replay it) and again on ``close()`` (with
+    ``config`` as it is then)."""
+
+    def __init__(self, path: str | os.PathLike, name: str = "recording.jsonl",
                  config: CoordinatorConfig | None = None) -> None:
-        self.directory = Path(directory)
+        target = Path(path)
+        file = target if target.suffix in SUFFIXES else target / name
+        self.directory = file.parent
         self.directory.mkdir(parents=True, exist_ok=True)
         self.config = config or CoordinatorConfig()
         self.recorder = trace.Recorder()
-        self.writer = TraceWriter(self.directory / name)
+        write_manifest(self.directory, scope=INSTANCE, outputs=True, config=self.config)
+        self.writer = TraceWriter(file)
+
+    @property
+    def path(self) -> Path:
+        return self.writer.path
 
     def __call__(self, event, commands) -> None:
         self.writer.write(self.recorder.records(event, commands))
+
+    observe = __call__
+
+    def flush(self) -> None:
+        self.writer.flush()
 
     def close(self) -> None:
         self.writer.close()

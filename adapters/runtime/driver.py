@@ -12,22 +12,12 @@ from collections import deque
 from typing import Any, Callable
 
 from groupcoord.core import events as ev
+from groupcoord.adapters.storage.memory import MemoryStorage
 from groupcoord.core.commands import Respond, Write
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
 from groupcoord.adapters.runtime.timers import TimerTable
-
-
-class MemoryStorage:
-    def __init__(self) -> None:
-        self.log: dict[int, list] = {}
-
-    def append(self, partition: int, records) -> None:
-        self.log.setdefault(partition, []).extend(records)
-
-    def records(self, partition: int) -> tuple:
-        return tuple(self.log.get(partition, ()))
 
 
 class Driver:
@@ -94,7 +84,7 @@ class Driver:
         if self._fail_next is not None:
             error, self._fail_next = self._fail_next, None
             return ev.WriteFailed(now_ms=self.now_ms, write_id=write.write_id, error=error)
-        self.storage.append(write.partition, write.records)
+        self.storage.store(write.partition, write.records)
         return ev.WriteCompleted(now_ms=self.now_ms, write_id=write.write_id)
 
     def advance(self, ms: int) -> list:
@@ -125,7 +115,7 @@ class Driver:
         emitted = []
         for write in held:
             if error is None:
-                self.storage.append(write.partition, write.records)
+                self.storage.store(write.partition, write.records)
                 outcome = ev.WriteCompleted(now_ms=self.now_ms, write_id=write.write_id)
             else:
                 outcome = ev.WriteFailed(now_ms=self.now_ms, write_id=write.write_id, error=Error.parse(error))

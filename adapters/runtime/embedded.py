@@ -21,6 +21,8 @@ from typing import Any, Callable, Protocol
 
 import attrs
 
+from groupcoord.adapters.storage.interface import Storage, StorageError
+from groupcoord.adapters.storage.memory import MemoryStorage
 from groupcoord.core import events as ev
 from groupcoord.core.commands import Respond, Write
 from groupcoord.core.config import CoordinatorConfig
@@ -49,36 +51,17 @@ class LoopClock:
         return self._loop.call_at(deadline_ms / 1000, callback)
 
 
-class StorageError(Exception):
-    def __init__(self, error: Error) -> None:
-        super().__init__(error.name)
-        self.error = error
-
-
-class MemoryLog:
-    """In-memory storage: one record list per offsets partition."""
-
-    def __init__(self) -> None:
-        self.log: dict[int, list] = {}
-
-    async def read(self, partition: int) -> tuple:
-        return tuple(self.log.get(partition, ()))
-
-    async def append(self, partition: int, records: tuple) -> None:  # raise StorageError to fail
-        self.log.setdefault(partition, []).extend(records)
-
-
 class CoordinatorStopped(Exception):
     """The request was still unanswered when the service stopped."""
 
 
 class EmbeddedCoordinator:
     def __init__(self, config: CoordinatorConfig | None = None, *, clock: Clock | None = None,
-                 storage: MemoryLog | None = None,
+                 storage: Storage | None = None,
                  new_uuid: Callable[[], str] = lambda: str(uuid.uuid4())) -> None:
         self.config = config or CoordinatorConfig()
         self.coordinator = Coordinator(self.config)
-        self.storage = storage if storage is not None else MemoryLog()
+        self.storage = storage if storage is not None else MemoryStorage()
         self._clock = clock
         self._new_uuid = new_uuid
         self._timers = TimerTable()
@@ -93,7 +76,7 @@ class EmbeddedCoordinator:
         self._clock = self._clock or LoopClock()
         self._tasks = [asyncio.create_task(self._run_timers()), asyncio.create_task(self._run_writes())]
         for p in partitions if partitions is not None else range(self.config.offsets_topic_num_partitions):
-            records = await self.storage.read(p)
+            records = await self.storage.load(p)
             self._dispatch(ev.LoadPartition(now_ms=self._clock.now_ms(), partition=p, records=records))
 
     async def stop(self) -> None:

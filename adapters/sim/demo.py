@@ -66,7 +66,7 @@ class Demo:
     def join(self, client: str) -> object:
         body = {"group_id": "demo", "session_timeout_ms": SESSION_MS, "rebalance_timeout_ms": REBALANCE_MS,
                 "member_id": self.members.get(client, ""), "protocol_type": "consumer",
-                "protocols": [{"name": "range", "metadata": encode_subscription([TOPIC])}]}
+                "protocols": [{"name": "range", "metadata": encode_subscription([TOPIC], version=0)}]}
         rid = self.send("JoinGroup", 9, body, client)
         response = self.driver.responses.get(rid)
         if response is not None and response.error_code == Error.MEMBER_ID_REQUIRED:

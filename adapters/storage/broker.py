@@ -42,8 +42,8 @@ from groupcoord.core.errors import Error
 
 from groupcoord.adapters.storage import records as fmt
 from groupcoord.adapters.client.kafka_client import KafkaClient, KafkaError, parse_bootstrap
-from groupcoord.adapters.storage.sqlite import StorageOpenError
-from groupcoord.adapters.storage.memory import StorageError, compact
+from groupcoord.adapters.storage.interface import StorageOpenError
+from groupcoord.adapters.storage.interface import StorageError, compact
 
 DEFAULT_TOPIC = "groupcoord-offsets"
 _PRODUCE_MAX_BYTES = 4 * 1024 * 1024  # per Produce request (several writes coalesced)

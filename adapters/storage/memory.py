@@ -1,49 +1,17 @@
-"""Storage for the server: where the coordinator's records (``__consumer_offsets``) go.
+"""Records in memory, per partition: the storage of tests, demos and embedders.
 
-The interface is small so that a durable storage (SQLite, a Kafka broker) can replace the
-in-memory one without touching the server:
-
-* ``load(partition) -> records``: every record of the partition's successful writes, oldest
-  first (compaction by record key allowed), awaited once per partition at start-up;
-* ``append(partition, records) -> awaitable``: starts the write *now* (so writes of one
-  partition are in storage in the order they were emitted) and completes when it is durable,
-  raising ``StorageError(kafka_error)`` if it failed;
-* ``close()``.
-
-``MemoryStorage`` keeps everything in a dict and completes writes at once. It also has the
-controls the conformance format needs (hold writes, fail the next, release held writes with
-or without an error), used by tests through the server.
+Writes complete at once, unless told otherwise: ``hold`` keeps them in flight until ``release``
+(with or without an error), ``fail_next`` fails the next one; the conformance format and the
+tests reach the write-dependent paths through these. ``store``/``records`` are the synchronous
+side, for a caller that runs the coordinator without an event loop (runtime.Driver).
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Protocol
 
-from groupcoord.core.commands import OffsetTombstone
+from groupcoord.adapters.storage.interface import StorageError, compact
 from groupcoord.core.errors import Error
-
-
-class StorageError(Exception):
-    """A failed write: ``error`` is the Kafka append error the core translates for clients;
-    ``detail`` says what happened (for the log), ``level`` how loud the server logs it."""
-
-    def __init__(self, error: Error, detail: str | None = None, level: str = "warning") -> None:
-        super().__init__(error.name if detail is None else f"{error.name}: {detail}")
-        self.error = error
-        self.detail = detail
-        self.level = level
-
-
-class Storage(Protocol):
-    name: str
-    durable: bool
-
-    async def load(self, partition: int) -> tuple: ...
-
-    def append(self, partition: int, records: tuple) -> Awaitable[None]: ...
-
-    async def close(self) -> None: ...
 
 
 class MemoryStorage:
@@ -73,11 +41,12 @@ class MemoryStorage:
             error, self._fail_next = self._fail_next, None
             future.set_exception(StorageError(error))
         else:
-            self._store(partition, records)
+            self.store(partition, records)
             future.set_result(None)
         return future
 
-    def _store(self, partition: int, records: tuple) -> None:
+    def store(self, partition: int, records) -> None:
+        """Keep ``records`` now (no hold, no failure)."""
         log = self.log.setdefault(partition, [])
         log.extend(records)
         if len(log) > self._compact_above:
@@ -105,7 +74,7 @@ class MemoryStorage:
             if future.done():
                 continue
             if error is None or error is Error.NONE:
-                self._store(partition, records)
+                self.store(partition, records)
                 future.set_result(None)
             else:
                 future.set_exception(StorageError(error))
@@ -118,15 +87,3 @@ class MemoryStorage:
         self._held = []
         self._hold = False
         self._fail_next = None
-
-
-def compact(records: list) -> list:
-    """Keep the last record per key, in the order of those last writes. An offset key whose
-    last record is a tombstone is dropped entirely (nothing older is left for it to delete);
-    group tombstones stay, because replaying one also forgets the group's older offsets."""
-    last: dict[Any, Any] = {}
-    for record in records:
-        key = record.key
-        last.pop(key, None)
-        last[key] = record
-    return [r for r in last.values() if type(r) is not OffsetTombstone]

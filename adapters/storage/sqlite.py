@@ -37,16 +37,13 @@ from groupcoord.core.commands import GroupMetadataRecord, GroupTombstone, Offset
 from groupcoord.core.errors import Error
 
 from groupcoord.adapters.storage import records as fmt
-from groupcoord.adapters.storage.memory import StorageError
+from groupcoord.adapters.storage.interface import StorageError, StorageOpenError
 
 SCHEMA_VERSION = 2
 DB_NAME = "groupcoord.sqlite3"
 _CREATE = ("CREATE TABLE IF NOT EXISTS {table} (partition INTEGER NOT NULL, key BLOB NOT NULL, "
            "seq INTEGER NOT NULL, value BLOB NOT NULL, PRIMARY KEY (partition, key))")
 
-
-class StorageOpenError(Exception):
-    """The data directory or database cannot be used; the message says why and where."""
 
 
 def _is_tombstone(record) -> bool:

@@ -33,13 +33,12 @@ import time
 import traceback
 import uuid
 from collections import deque
-from pathlib import Path
 from typing import Any, Callable, TextIO
 
 import attrs
 
+from groupcoord.adapters.replay.trace_files import InstanceRecorder
 from groupcoord.core import events as ev
-from groupcoord.core import trace as trace_format
 from groupcoord.core.commands import Coordinator as CoordinatorEndpoint
 from groupcoord.core.commands import (FindCoordinatorResponse, GroupMetadataRecord, GroupTombstone, HeartbeatResponse,
                                       OffsetCommitResponse, Respond, Write)
@@ -52,8 +51,9 @@ from groupcoord.adapters.protocol.translate import request_event, response_field
 
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.protocol import codec as kc
-from groupcoord.adapters.storage.sqlite import StorageOpenError
-from groupcoord.adapters.storage.memory import MemoryStorage, Storage, StorageError
+from groupcoord.adapters.storage.interface import StorageOpenError
+from groupcoord.adapters.storage.interface import Storage, StorageError
+from groupcoord.adapters.storage.memory import MemoryStorage
 
 # Kafka's socket.request.max.bytes default.
 DEFAULT_MAX_REQUEST_BYTES = 104_857_600
@@ -160,46 +160,6 @@ class NullLog(Log):
         return None
 
 
-# --- trace ----------------------------------------------------------------------------------------
-
-class TraceWriter:
-    """The server's recording in trace format v1 (spec/trace-format.md), instance scope: every
-    event and the commands it produced, as JSON Lines (``trace.to_json_line``).
-
-    ``path`` ending in ``.jsonl`` is the file; anything else is a directory (created) that gets
-    ``trace-<start ms>.jsonl``. ``meta.json`` beside the file says ``"scope": "instance"`` and
-    holds the settings (by Kafka name) a replay needs."""
-
-    def __init__(self, path: str, config: CoordinatorConfig, started_ms: int) -> None:
-        target = Path(path)
-        if target.suffix == ".jsonl":
-            target.parent.mkdir(parents=True, exist_ok=True)
-            self.path = target
-        else:
-            target.mkdir(parents=True, exist_ok=True)
-            self.path = target / f"trace-{started_ms}.jsonl"
-        defaults = CoordinatorConfig().to_kafka()
-        meta = {"format": "groupcoord-trace", "v": trace_format.VERSION, "scope": "instance", "outputs": True,
-                "config": {k: v for k, v in config.to_kafka().items() if v != defaults[k]},
-                "groups_span_files": True}
-        (self.path.parent / "meta.json").write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n")
-        self._file = open(self.path, "w", encoding="ascii")  # noqa: SIM115 - closed by close()
-        self._recorder = trace_format.Recorder()
-
-    def observe(self, event: Any, commands: list) -> None:
-        write = self._file.write
-        for record in self._recorder.records(event, commands):
-            write(trace_format.to_json_line(record))
-            write("\n")
-
-    def flush(self) -> None:
-        self._file.flush()
-
-    def close(self) -> None:
-        if not self._file.closed:
-            self._file.close()
-
-
 # --- the server -----------------------------------------------------------------------------------
 
 @attrs.define(slots=True)
@@ -271,7 +231,7 @@ class GroupServer:
         self._alarm_at: int | None = None
         self._next_conn = 0
         self._tcp: asyncio.base_events.Server | None = None
-        self._trace: TraceWriter | None = None
+        self._trace: InstanceRecorder | None = None
         self._trace_flusher: asyncio.TimerHandle | None = None
         self._group_view: dict[str, tuple] = {}
         self._encoded: dict[tuple, bytes] = {}  # encoded bodies of frequent, repeated responses
@@ -306,7 +266,7 @@ class GroupServer:
                 self._tcp.close()
                 raise
         if self.trace_path:
-            self._trace = TraceWriter(self.trace_path, self.config, self.clock.now_ms())
+            self._trace = InstanceRecorder(self.trace_path, f"trace-{self.clock.now_ms()}.jsonl", self.config)
             self._schedule_trace_flush()
         if self.ownership is None:
             await self._load_all()

@@ -3,7 +3,6 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
 from paths import ROOT
 
 SHARED = ROOT.parent / "shared" / "conformance" / "scenarios"

@@ -4,6 +4,8 @@ javadoc's), the cooperative two-round flow and the delayed reassignment of seed 
 import pytest
 
 from groupcoord.adapters.client import assignors as a
+from groupcoord.adapters.client.java_order import java_order
+from groupcoord.core import java_string_hash
 from groupcoord.core.consumer_protocol import subscription_topics
 
 
@@ -159,8 +161,8 @@ def test_java_hash_order_matches_java():
             "member-aa-9", "c3", "consumer-group-000029-2-5539", "k11", "k12", "k13", "k14", "k15", "k16", "k17"]
     java = ("member-aa-9,k11,consumer-2-77b1,k13,C0,k12,C1,k15,C2,consumer-group-000029-2-5539,k14,c3,k17,k16,"
             "member-zz-0,x,consumer-1-3f2a9c1e-aa,topic-a,topic-b")
-    assert ",".join(a.java_order(keys)) == java
-    assert a.java_string_hash("C0") == 2125
+    assert ",".join(java_order(keys)) == java
+    assert java_string_hash("C0") == 2125
 
 
 def test_static_members_sort_first_by_instance_id():

@@ -1,6 +1,5 @@
 """Every conformance scenario is its own test: the shared suite and the project's own."""
 
-from pathlib import Path
 
 import pytest
 

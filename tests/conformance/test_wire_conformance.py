@@ -2,7 +2,6 @@
 encoded by kio, sent over TCP to a ``GroupServer`` with a manual clock, and its response read
 back, decoded and matched (adapters/conformance/wire.py)."""
 
-from pathlib import Path
 
 import pytest
 

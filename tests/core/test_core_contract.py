@@ -1,7 +1,6 @@
 """The core's promises: pure, deterministic, configurable by Kafka names, frozen values."""
 
 import ast
-import json
 import subprocess
 import sys
 from pathlib import Path

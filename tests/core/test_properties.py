@@ -62,7 +62,7 @@ CLIENTS = ("c1", "c2", "c3")
 INSTANCES = ("i1", "i2", "i3")
 PROTOCOL_NAMES = (("range",),) * 3 + (("range", "roundrobin"),) * 2 + (
     ("roundrobin", "range"), ("roundrobin",), ("sticky",), ())
-METADATA = (b"", encode_subscription(["t1"]), encode_subscription(["t1", "t2"]))
+METADATA = (b"", encode_subscription(["t1"], version=0), encode_subscription(["t1", "t2"], version=0))
 PROTOCOL_TYPES = ("consumer",) * 6 + ("connect", "")
 # Rebalance timeouts stay well above 0: while static members do not rejoin, the join timer re-arms
 # every rebalance timeout (at least 1 ms) until their sessions expire, so a tiny one makes the Driver
@@ -820,7 +820,6 @@ TestTotality = TotalityMachine.TestCase
 
 def test_invariants_hold_in_every_conformance_scenario(monkeypatch):
     """The invariants are not stricter than Kafka: every public scenario runs clean."""
-    from pathlib import Path
 
     observers = []
 

@@ -15,8 +15,8 @@ from server_harness import Tansu, tansu_binary
 from groupcoord.adapters.storage import broker as bs
 from groupcoord.adapters.storage import records as fmt
 from groupcoord.adapters.storage.broker import BrokerStorage
-from groupcoord.adapters.storage.sqlite import StorageOpenError
-from groupcoord.adapters.storage.memory import StorageError
+from groupcoord.adapters.storage.interface import StorageOpenError
+from groupcoord.adapters.storage.interface import StorageError
 from groupcoord.core.commands import (GroupMetadataRecord, GroupTombstone, MemberRecord, OffsetCommitRecord,
                                       OffsetTombstone)
 from groupcoord.core.errors import Error

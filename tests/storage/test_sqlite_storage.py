@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from groupcoord.adapters.storage.sqlite import SqliteStorage, StorageOpenError
-from groupcoord.adapters.storage.memory import StorageError
+from groupcoord.adapters.storage.interface import StorageError
 from groupcoord.core.commands import (GroupMetadataRecord, GroupTombstone, MemberRecord, OffsetCommitRecord,
                                       OffsetTombstone)
 from groupcoord.adapters.runtime.driver import Driver

@@ -8,7 +8,6 @@ both), so their absence fails the tests with the reason.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 

@@ -12,6 +12,7 @@ import uuid
 import pytest
 from server_harness import InProcessServer, wait_until
 
+from groupcoord.core.consumer_protocol import decode_assignment, encode_assignment, encode_subscription
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.client.kafka_client import KafkaClient
@@ -42,14 +43,14 @@ async def connect(server, client_id="test", negotiate=True) -> KafkaClient:
 def join_fields(member_id="", group="g", session_ms=5000, instance=None, topics=("t6",)):
     return {"group_id": group, "session_timeout_ms": session_ms, "rebalance_timeout_ms": session_ms,
             "member_id": member_id, "group_instance_id": instance, "protocol_type": "consumer",
-            "protocols": [{"name": "range", "metadata": kc.encode_subscription(list(topics))}]}
+            "protocols": [{"name": "range", "metadata": encode_subscription(list(topics), version=0)}]}
 
 
 async def form_group(server, group="g", members=1, join_version=5):
     """Members join and sync as consumers do (rejoining when told to); returns (clients, member
     ids, generation) once every member has synced in one generation."""
     clients = [await connect(server, f"c{i}") for i in range(members)]
-    assignment = kc.encode_assignment([("t6", [0, 1])])
+    assignment = encode_assignment([("t6", 0), ("t6", 1)], version=0)
 
     async def member(c):
         member_id = ""
@@ -265,7 +266,7 @@ def test_describe_groups_reports_members_and_authorized_operations(server):
     assert sorted(m["member_id"] for m in g["members"]) == sorted(ids)
     assert {m["client_id"] for m in g["members"]} == {"c0", "c1"}
     assert {m["client_host"] for m in g["members"]} == {"/127.0.0.1"}
-    assert all(kc.decode_assignment(m["member_assignment"]) == [("t6", [0, 1])] for m in g["members"])
+    assert all(decode_assignment(m["member_assignment"]).partitions == (("t6", 0), ("t6", 1)) for m in g["members"])
     assert g["authorized_operations"] == -2147483648
     assert plain["groups"][1]["group_state"] == "Dead"
     assert with_ops["groups"][0]["authorized_operations"] == apis.GROUP_OPERATIONS == 328
