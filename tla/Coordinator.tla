@@ -19,7 +19,8 @@
 (*   timer commands, in the order the core emits them) and `event` the     *)
 (*   event that produced them, so responses and writes are checked too.    *)
 (*                                                                         *)
-(* The operators below follow core/membership.py and core/coordinator.py   *)
+(* The operators below follow core/joining.py, core/membership.py and      *)
+(* core/writes.py                                                          *)
 (* step by step and keep their names; each works on a record G holding     *)
 (* the whole state plus the step's output, and returns the next one.       *)
 (* Offsets are not modelled (tla/README.md lists what is left out).        *)
@@ -584,7 +585,7 @@ ExpireFired(G) ==
     LET G1 == IF G.st = Empty THEN DeleteGroup(G) ELSE G IN
     Arm(G1, ExpireKey, None)
 
-\* coordinator._expire_held_pending: the expiry also holds for the group snapshots that a failed
+\* writes._expire_held_pending: the expiry also holds for the group snapshots that a failed
 \* write may bring back (deviation D15).
 WithoutPending(c, m) ==
     IF c.k \in {"restore_group", "new_group"} /\ c.snap # None
@@ -639,7 +640,7 @@ AnswerAll(G, ids, code) ==   \* coordinator._rollback_new_group's answers
              G2 == IF G.mem[m].sync THEN Respond(G1, <<"sync", m>>, SyncError(code)) ELSE G1
          IN AnswerAll(G2, Tail(ids), code)
 
-\* coordinator._forget_restores: a later tombstone deleted the group; its failure must not bring
+\* writes._forget_restores: a later tombstone deleted the group; its failure must not bring
 \* back a group that never existed. Restores after the group's next creation write stay.
 IsCreation(c) == c.k = "new_group"
 FirstCreation(ws) ==
@@ -659,7 +660,7 @@ RollbackNewGroup(G, err, snap) ==
     ELSE LET G1 == AnswerAll(G, G.members, TranslateAppend(err)) IN
          IF snap = None THEN Drop(G1) ELSE Restore(G1, snap)
 
-\* coordinator._displace_on_rollback: a failed tombstone while a new group holds the id; the old
+\* writes._displace_on_rollback: a failed tombstone while a new group holds the id; the old
 \* group is attached to the first in-flight creation write, to come back if that fails too.
 FreeCreation(c) == c.k = "new_group" /\ c.snap = None
 Displace(G, snap) ==
@@ -703,7 +704,7 @@ DoWriteDone(G, err) ==
     IN Release(G1, G1.held, <<>>)
 
 -----------------------------------------------------------------------------
-(* UnloadPartition (coordinator._on_unload) *)
+(* UnloadPartition (loading._on_unload) *)
 
 RECURSIVE FailWrites(_, _)
 FailWrites(G, ws) ==
@@ -735,7 +736,7 @@ DoUnload(G) ==
     IN Emit(G4, [c |-> "CancelPartitionTimers"])
 
 -----------------------------------------------------------------------------
-(* LoadPartition (coordinator._on_load): the initial state. A stored record is
+(* LoadPartition (loading._on_load): the initial state. A stored record is
    [gen, ptype, pname, leader, members: <<[id, inst, protos, rto, asg]>>]. *)
 
 RECURSIVE LoadMembers(_, _)

@@ -172,7 +172,7 @@ def record_stream(groups: int, members: int, heartbeats: int) -> list:
     return recorded
 
 
-def bench_replay(events: list) -> float:
+def bench_recorded_stream(events: list) -> float:
     coordinator = Coordinator(CONFIG)
     handle = coordinator.handle
     gc.collect()
@@ -196,7 +196,7 @@ def run_core_bench(quick: bool = False) -> int:
         ("offset_commit_10", best_of(repeats, bench_offset_commit, 10, 100_000 // scale)),
         ("offset_commit_1000", best_of(repeats, bench_offset_commit, 1000, 100_000 // scale)),
         ("rebalance_100", best_of(repeats, bench_rebalance, 100, 20 // scale or 1)),
-        ("replay", best_of(repeats, bench_replay, stream)),
+        ("recorded_stream", best_of(repeats, bench_recorded_stream, stream)),
     ]
     width = max(len(name) for name, _ in results)
     for name, value in results:

@@ -107,14 +107,14 @@ def core_alone(trace: str, sample_records: int = CORE_SAMPLE_RECORDS) -> dict:
     from groupcoord.core.coordinator import Coordinator
     from groupcoord.adapters.replay.engine import decode_event, starts_instance
 
-    from groupcoord.adapters.replay.job import _loads
+    from groupcoord.adapters.replay.job import json_loader
     from groupcoord.adapters.replay.trace_files import TraceError, coordinator_config, iter_batches, read_manifest, trace_files
 
     meta = read_manifest(trace)
     if meta.get("scope") != "group" or meta.get("groups_span_files", True):
         raise TraceError(f"{trace}: the core-alone measurement needs a group-scoped trace whose groups "
                          f"do not span files (the simulator's)")
-    config, loads = coordinator_config(meta), _loads()
+    config, loads = coordinator_config(meta), json_loader()
     units: dict[str, list] = {}
     records = 0
     for f in trace_files(trace):

@@ -57,7 +57,7 @@ def tansu_binary() -> Path | None:
     return path if path.exists() else None
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -89,7 +89,7 @@ class Target:
 
 
 def start_groupcoord(*extra: str) -> Target:
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "groupcoord.adapters.cli.serve", "serve", "--host", "127.0.0.1",
            "--port", str(port), "--topic", f"bench={TOPIC_PARTITIONS}", "--log-level", "warning",
            "--group.initial.rebalance.delay.ms", "0", "--storage", "memory"] + list(extra)
@@ -97,7 +97,7 @@ def start_groupcoord(*extra: str) -> Target:
 
 
 def start_tansu(binary: Path) -> Target:
-    port = _free_port()
+    port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     cmd = [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
            "--storage-engine", "memory://tansu/"]

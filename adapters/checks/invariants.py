@@ -158,11 +158,11 @@ def names_of(violations: Iterable[str]) -> set[str]:
     return {v.split(":", 1)[0] for v in violations}
 
 
-def _v(name: str, group_id: Any, detail: str) -> str:
+def violation(name: str, group_id: Any, detail: str) -> str:
     return f"{name}: group {group_id!r}: {detail}"
 
 
-def _valid_member(group: Group, member_id: str, instance_id: str | None) -> bool:
+def valid_member(group: Group, member_id: str, instance_id: str | None) -> bool:
     """ClassicGroup.validateMember succeeds (§6)."""
     if instance_id is not None and group.static_members.get(instance_id) != member_id:
         return False
@@ -191,7 +191,7 @@ def check_group(group: Group) -> list[str]:
     leader, protocol_name, protocol_type = group.leader_id, group.protocol_name, group.protocol_type
 
     def bad(name: str, detail: str) -> None:
-        out.append(_v(name, gid, detail))
+        out.append(violation(name, gid, detail))
 
     if bool(members) != (leader in members):
         bad(LEADER_IS_MEMBER, f"leader {leader!r}, members {list(members)}")
@@ -289,7 +289,7 @@ def check_transition(before: Group | None, after: Group | None, event: Any = Non
     gid = (after or before).group_id
 
     def bad(name: str, detail: str) -> None:
-        out.append(_v(name, gid, detail))
+        out.append(violation(name, gid, detail))
 
     if before is None:
         created = after.generation_id == 0 and after.state in (EMPTY, PREPARING_REBALANCE)
@@ -338,12 +338,12 @@ def check_response(request: Any, group: Group | None, response: Any, loading: bo
     gid = getattr(request, "group_id", None)
 
     def bad(name: str, detail: str) -> None:
-        out.append(_v(name, gid, f"{type(request).__name__} {request.request_id!r}: {detail}"))
+        out.append(violation(name, gid, f"{type(request).__name__} {request.request_id!r}: {detail}"))
 
     if isinstance(request, ev.JoinGroup) and isinstance(response, JoinGroupResponse):
         code, mid, inst = response.error_code, request.member_id, request.group_instance_id
         if mid and code in (Error.NONE, Error.MEMBER_ID_REQUIRED) and not (
-                group is not None and (mid in group.pending_members or _valid_member(group, mid, inst))):
+                group is not None and (mid in group.pending_members or valid_member(group, mid, inst))):
             bad(JOIN_REQUIRES_KNOWN_MEMBER, f"member {mid!r} (instance {inst!r}) got {code.name}")
         if code is Error.MEMBER_ID_REQUIRED and not (
                 request.version >= 4 and mid == "" and inst is None
@@ -363,7 +363,7 @@ def check_response(request: Any, group: Group | None, response: Any, loading: bo
             if group is None:
                 ok = loading and code is Error.NONE
             else:
-                ok = (_valid_member(group, request.member_id, request.group_instance_id)
+                ok = (valid_member(group, request.member_id, request.group_instance_id)
                       and request.generation_id == group.generation_id
                       and group.state in ((COMPLETING_REBALANCE, STABLE) if code is Error.NONE
                                           else (PREPARING_REBALANCE,)))
@@ -371,7 +371,7 @@ def check_response(request: Any, group: Group | None, response: Any, loading: bo
                 bad(HEARTBEAT_REQUIRES_VALID_MEMBER, _member_detail(group, request, code))
     elif isinstance(request, ev.SyncGroup) and isinstance(response, SyncGroupResponse):
         if response.error_code is Error.NONE and not (
-                group is not None and _valid_member(group, request.member_id, request.group_instance_id)
+                group is not None and valid_member(group, request.member_id, request.group_instance_id)
                 and request.generation_id == group.generation_id
                 and group.state in (COMPLETING_REBALANCE, STABLE)):
             bad(SYNC_REQUIRES_VALID_MEMBER, _member_detail(group, request, Error.NONE))
@@ -384,7 +384,7 @@ def check_response(request: Any, group: Group | None, response: Any, loading: bo
             elif gen < 0 and group.state is EMPTY:
                 ok = True
             else:
-                ok = (_valid_member(group, request.member_id, request.group_instance_id)
+                ok = (valid_member(group, request.member_id, request.group_instance_id)
                       and gen == group.generation_id and group.state not in (COMPLETING_REBALANCE, DEAD))
             if not ok:
                 bad(COMMIT_REQUIRES_VALID_MEMBER, _member_detail(group, request, Error.NONE))
@@ -396,7 +396,7 @@ def check_response(request: Any, group: Group | None, response: Any, loading: bo
             known = group is not None and (
                 (mid == "" and inst is not None and inst in group.static_members)
                 or mid in group.pending_members
-                or (mid != "" and _valid_member(group, mid, inst)))
+                or (mid != "" and valid_member(group, mid, inst)))
             if not known:
                 bad(LEAVE_REQUIRES_KNOWN_MEMBER, f"member {mid!r} instance {inst!r} removed")
     return out
@@ -466,7 +466,7 @@ def _check_answer(request: Any, group: Group | None, event: Any, response: Any, 
     gid = getattr(request, "group_id", None)
     def bad(name: str, detail: str) -> None:
         where = f"{type(request).__name__} {request.request_id!r} answered on {type(event).__name__}"
-        out.append(_v(name, gid, f"{where}: {detail}"))
+        out.append(violation(name, gid, f"{where}: {detail}"))
 
     if isinstance(response, JoinGroupResponse) and response.error_code is Error.NONE:
         if group is None or group.state in (EMPTY, DEAD):
@@ -529,7 +529,7 @@ def _check_parked(before: Group, after: Group | None, event: Any, answers: Mappi
         left = (kind == "sync" and member is None and isinstance(event, ev.LeaveGroup)
                 and event.group_id == before.group_id)
         if not (superseded or left):
-            out.append(_v(PARKED_REQUEST_NOT_LOST, before.group_id,
+            out.append(violation(PARKED_REQUEST_NOT_LOST, before.group_id,
                           f"{kind} {rid!r} of member {mid!r} dropped unanswered by {type(event).__name__}; "
                           f"group now {after.state if after else 'absent'}"))
     return out
@@ -555,7 +555,7 @@ def _check_writes(before_groups, after_groups, event, commands) -> list[str]:
                     and record.generation_id == after.generation_id
                     and sorted(m.member_id for m in record.members) == sorted(after.members))
                 if not static_replacement:
-                    out.append(_v(METADATA_WRITE_SOURCE, gid, f"record with members "
+                    out.append(violation(METADATA_WRITE_SOURCE, gid, f"record with members "
                                   f"{[m.member_id for m in record.members]} gen {record.generation_id} "
                                   f"written on {type(event).__name__}"))
             else:
@@ -563,7 +563,7 @@ def _check_writes(before_groups, after_groups, event, commands) -> list[str]:
                 emptied = (after is not None and after.state is EMPTY and before is not None
                            and record.generation_id == after.generation_id == before.generation_id + 1)
                 if not (created or emptied):
-                    out.append(_v(METADATA_WRITE_SOURCE, gid, f"empty record gen {record.generation_id} written "
+                    out.append(violation(METADATA_WRITE_SOURCE, gid, f"empty record gen {record.generation_id} written "
                                   f"on {type(event).__name__}"))
     return out
 
@@ -572,7 +572,7 @@ def _check_assignment_write(before: Group | None, sync: ev.SyncGroup, record: Gr
     gid = sync.group_id
     if before is None or before.state is not COMPLETING_REBALANCE or sync.member_id != before.leader_id \
             or not sync.generation_id == before.generation_id == record.generation_id:
-        return [_v(ASSIGNMENT_WRITE_FROM_LEADER, gid, f"SyncGroup {sync.request_id!r} of {sync.member_id!r} gen "
+        return [violation(ASSIGNMENT_WRITE_FROM_LEADER, gid, f"SyncGroup {sync.request_id!r} of {sync.member_id!r} gen "
                    f"{sync.generation_id} wrote an assignment; group "
                    f"{before.state if before else 'absent'} leader {before.leader_id if before else None!r} "
                    f"gen {before.generation_id if before else None}")]
@@ -580,7 +580,7 @@ def _check_assignment_write(before: Group | None, sync: ev.SyncGroup, record: Gr
     expected = {mid: given.get(mid, b"") for mid in before.members}
     written = {m.member_id: m.assignment for m in record.members}
     if written != expected:
-        return [_v(ASSIGNMENT_WRITE_FROM_LEADER, gid, f"wrote {written}, leader sent {expected}")]
+        return [violation(ASSIGNMENT_WRITE_FROM_LEADER, gid, f"wrote {written}, leader sent {expected}")]
     return []
 
 
@@ -594,7 +594,7 @@ def _check_completion(before: Group, after: Group, responds: list, commands: lis
         witnessed = leader is not None and bool(leader.members)
         missed = [mid for mid, m in after.members.items() if m.group_instance_id is None and mid not in joined]
         if missed:
-            out.append(_v(DYNAMIC_MEMBERS_REJOINED, after.group_id, f"generation {gen} completed without "
+            out.append(violation(DYNAMIC_MEMBERS_REJOINED, after.group_id, f"generation {gen} completed without "
                                                                      f"answering dynamic members {missed}"))
     elif after.state is EMPTY:
         witnessed = any(isinstance(rec, GroupMetadataRecord) and rec.group_id == after.group_id
@@ -603,7 +603,7 @@ def _check_completion(before: Group, after: Group, responds: list, commands: lis
     else:
         return out  # reported by check_transition
     if not witnessed:
-        out.append(_v(COMPLETION_WITNESSED, after.group_id, f"generation {before.generation_id} -> {gen} "
+        out.append(violation(COMPLETION_WITNESSED, after.group_id, f"generation {before.generation_id} -> {gen} "
                                                             f"({after.state}) without the leader's join answer "
                                                             f"/ the Empty record"))
     return out
@@ -618,13 +618,13 @@ def check_timers(groups: Mapping[str, Group], armed: Mapping[tuple, tuple[int, A
     out = []
     for gid, group in groups.items():
         if group.state is PREPARING_REBALANCE and join_key(group.partition, gid) not in armed:
-            out.append(_v(JOIN_TIMER_WHEN_PREPARING, gid, "PreparingRebalance without a join timer"))
+            out.append(violation(JOIN_TIMER_WHEN_PREPARING, gid, "PreparingRebalance without a join timer"))
         sync = armed.get(sync_key(group.partition, gid))
         if sync is not None and (group.state not in (COMPLETING_REBALANCE, STABLE)
                                  or sync[1] != group.generation_id):
-            out.append(_v(SYNC_TIMER_GENERATION, gid, f"sync timer for generation {sync[1]} in {group.state} "
+            out.append(violation(SYNC_TIMER_GENERATION, gid, f"sync timer for generation {sync[1]} in {group.state} "
                                                       f"at generation {group.generation_id}"))
         for mid in sorted(group.pending_members):
             if heartbeat_key(group.partition, gid, mid) not in armed:
-                out.append(_v(PENDING_MEMBER_HAS_TIMER, gid, f"pending member {mid!r} has no timer"))
+                out.append(violation(PENDING_MEMBER_HAS_TIMER, gid, f"pending member {mid!r} has no timer"))
     return out

@@ -37,8 +37,8 @@ from typing import Any, Callable
 from groupcoord.core import events as ev
 from groupcoord.core.commands import GroupMetadataRecord, GroupTombstone, JoinGroupResponse, Respond, Write
 from groupcoord.core.errors import Error
-from groupcoord.adapters.checks.invariants import _v  # one message format for every check
-from groupcoord.adapters.checks.invariants import _valid_member as _valid
+from groupcoord.adapters.checks.invariants import violation  # one message format for every check
+from groupcoord.adapters.checks.invariants import valid_member as _valid
 from groupcoord.core.model import Group
 from groupcoord.core.states import EMPTY
 
@@ -93,18 +93,18 @@ def check_answer(request: Any, group: Group | None, response: Any) -> list[str]:
     if isinstance(request, ev.JoinGroup):
         if request.member_id and not (request.member_id in group.pending_members
                                       or _valid(group, request.member_id, request.group_instance_id)):
-            return [_v(SUCCESS_TO_FENCED_MEMBER, gid, f"{what}: NONE for member {request.member_id!r} "
+            return [violation(SUCCESS_TO_FENCED_MEMBER, gid, f"{what}: NONE for member {request.member_id!r} "
                                                       f"(instance {request.group_instance_id!r}); members "
                                                       f"{list(group.members)}")]
         return []
     if not isinstance(request, _MEMBER_REQUESTS):
         return []
     if not _valid(group, request.member_id, request.group_instance_id):
-        return [_v(SUCCESS_TO_FENCED_MEMBER, gid, f"{what}: NONE for member {request.member_id!r} "
+        return [violation(SUCCESS_TO_FENCED_MEMBER, gid, f"{what}: NONE for member {request.member_id!r} "
                                                   f"(instance {request.group_instance_id!r}); members "
                                                   f"{list(group.members)}, static {dict(group.static_members)}")]
     if request.generation_id != group.generation_id:
-        return [_v(STALE_GENERATION_SUCCESS, gid, f"{what}: NONE for generation {request.generation_id}; "
+        return [violation(STALE_GENERATION_SUCCESS, gid, f"{what}: NONE for generation {request.generation_id}; "
                                                   f"group at generation {group.generation_id}")]
     return []
 
@@ -160,7 +160,7 @@ class InstanceChecks:
     def _generation(self, gid: str, generation: int, what: str) -> list[str]:
         seen = self.max_generation.get(gid, -1)
         if generation < seen:
-            return [_v(GENERATION_NOT_BACKWARDS, gid, f"{what} at generation {generation} after generation {seen}")]
+            return [violation(GENERATION_NOT_BACKWARDS, gid, f"{what} at generation {generation} after generation {seen}")]
         self.max_generation[gid] = generation
         return []
 
@@ -173,15 +173,15 @@ class InstanceChecks:
         who = self.instance_of.get
         leader = self.leaders.setdefault((gid, gen), response.leader)
         if who(leader, leader) != who(response.leader, response.leader):
-            out.append(_v(SINGLE_LEADER, gid, f"generation {gen}: {response.member_id!r} told the leader is "
+            out.append(violation(SINGLE_LEADER, gid, f"generation {gen}: {response.member_id!r} told the leader is "
                                               f"{response.leader!r}, earlier answers said {leader!r}"))
         if response.members:
             if response.member_id != response.leader:
-                out.append(_v(SINGLE_LEADER, gid, f"generation {gen}: member list sent to {response.member_id!r}, "
+                out.append(violation(SINGLE_LEADER, gid, f"generation {gen}: member list sent to {response.member_id!r}, "
                                                   f"the leader is {response.leader!r}"))
             first = self.list_receivers.setdefault((gid, gen), response.member_id)
             if who(first, first) != who(response.member_id, response.member_id):
-                out.append(_v(SINGLE_LEADER, gid, f"generation {gen}: both {first!r} and {response.member_id!r} "
+                out.append(violation(SINGLE_LEADER, gid, f"generation {gen}: both {first!r} and {response.member_id!r} "
                                                   f"got the member list"))
         return out
 
@@ -192,6 +192,6 @@ class InstanceChecks:
             members = set(group.members) if group is not None else set()
             strangers = [m.member_id for m in record.members if m.member_id not in members]
             if strangers:
-                out.append(_v(ASSIGNMENT_TO_MEMBER, gid, f"record of generation {record.generation_id} assigns to "
+                out.append(violation(ASSIGNMENT_TO_MEMBER, gid, f"record of generation {record.generation_id} assigns to "
                                                          f"{strangers}, not members of the group ({sorted(members)})"))
         return out

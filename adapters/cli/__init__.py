@@ -1,1 +1,6 @@
-"""cli"""
+"""The ``groupcoord`` command: argument parsing and wiring only. ``main`` dispatches to ``serve``
+(the server and the admin commands over the wire), ``replay`` (simulate, replay, inject-faults,
+timeline) and ``tla``.
+
+May import: every wing.
+"""

@@ -100,14 +100,14 @@ def run_config(check: str, workers: int, work: Path, replace: dict | None = None
     return r
 
 
-def run_graph_replay(dot: Path, stop_at_first: bool = False) -> CheckResult:
-    from groupcoord.adapters.tla.graph import model_from_cfg, read_dot, replay
+def run_graph_check(dot: Path, stop_at_first: bool = False) -> CheckResult:
+    from groupcoord.adapters.tla.graph import check_graph, model_from_cfg, read_dot
 
     started = time.monotonic()
     graph = read_dot(dot)
     model = model_from_cfg((TLA_DIR / "MCGraph.cfg").read_text(), (TLA_DIR / "MC.tla").read_text())
-    res = replay(graph, model, stop_at_first=stop_at_first)
-    r = CheckResult("replay", res.ok, time.monotonic() - started)
+    res = check_graph(graph, model, stop_at_first=stop_at_first)
+    r = CheckResult("graph-check", res.ok, time.monotonic() - started)
     r.data.update(nodes=res.nodes, edges=res.edges, inputs=res.inputs, matched=res.matched,
                   unsound=len(res.unsound), missing=len(res.missing), first=(res.unsound + res.missing)[:1])
     r.lines.append(res.summary())
@@ -194,7 +194,7 @@ def run_check(selected: list[str] | None = None, workers: int | None = None, out
                 results.append(r)
                 if not r.ok:
                     continue
-                r = run_graph_replay(work / "graph.dot")
+                r = run_graph_check(work / "graph.dot")
             elif check == "trace":
                 r = run_trace_validation(out)
             else:
@@ -241,13 +241,13 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
                     return f"{res.path.rsplit('/', 1)[-1]} step {res.step}: {res.reason[:120]}"
             return None
 
-        def replay(m):
+        def graph_check(m):
             if "graph" not in state:
                 g = run_tlc("MCGraph.cfg", workers=workers, dump=dot, name="graph", timeout=600)
                 if not g.ok:
                     raise RuntimeError(f"MCGraph failed on the unmutated spec: {g.violation()}")
                 state["graph"] = True
-            r = run_graph_replay(dot, stop_at_first=True)
+            r = run_graph_check(dot, stop_at_first=True)
             return None if r.ok else f"unsound {r.data['unsound']}, missing {r.data['missing']}: {r.data['first'][0][:200]}"
 
         def trace(m):
@@ -264,7 +264,7 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
                 return None if r.ok else (r.data.get("violation") or f"exit {r.data['exit_code']}")
             return run
 
-        checks = {"scenarios": scenarios, "replay": replay, "trace": trace,
+        checks = {"scenarios": scenarios, "graph-check": graph_check, "trace": trace,
                   "tlc-mc3": tlc("MC3.cfg", "mc3"), "tlc-live": tlc("MCLive.cfg", "live")}
         out(f"{len(MUTANTS) if not names else len(names)} mutants (name, source -> the check that caught it):")
         results = run_mutants(checks, names, out, every_check=every_check)
@@ -280,9 +280,9 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
 def add_tla_command(sub) -> None:
     p = sub.add_parser("tla", help="model-check tla/ with TLC and tie it to the core (tla/README.md)")
     tsub = p.add_subparsers(dest="tla_command", required=True)
-    c = tsub.add_parser("check", help="TLC on every configuration, graph replay, trace validation")
+    c = tsub.add_parser("check", help="TLC on every configuration, the state-graph check, trace validation")
     c.add_argument("--only", default="", help=f"comma-separated subset of {','.join(CHECKS)}")
-    c.add_argument("--quick", action="store_true", help="mc3, graph replay and trace validation only")
+    c.add_argument("--quick", action="store_true", help="mc3, the state-graph check and trace validation only")
     c.add_argument("--workers", type=int, default=0)
     v = tsub.add_parser("validate", help="trace validation of a recorded trace (spec/trace-format.md): "
                                          "its inputs re-run through the core, each step checked by TLC")

@@ -79,7 +79,7 @@ def run_file_recorded(path: str | Path, directory: str | Path) -> tuple[Result, 
 
 
 def run_scenario(scenario: dict, path: str = "<scenario>", observer: Callable | None = None) -> Result:
-    return run_steps(_Runner(observer), scenario, path)
+    return run_steps(Runner(observer), scenario, path)
 
 
 def run_steps(runner, scenario: dict, path: str) -> Result:
@@ -110,7 +110,7 @@ def run_steps(runner, scenario: dict, path: str) -> Result:
     return Result(path, name, True)
 
 
-class _Runner:
+class Runner:
     def __init__(self, observer: Callable | None) -> None:
         self.observer = observer
         self.bindings: dict[str, Any] = {}
@@ -186,7 +186,7 @@ class _Runner:
         if not isinstance(name, str) or name in self.sent:
             raise ScenarioFailure(f"'as' must be a new name, got {name!r}")
         version = step.get("version", schema.SUPPORTED_VERSIONS[api][1])
-        body = _decode_bytes(api, version, self._substitute(step.get("request", {})))
+        body = decode_bytes(api, version, self._substitute(step.get("request", {})))
         driver = self.driver
         try:
             event = request_event(
@@ -214,7 +214,7 @@ class _Runner:
 
     def _shown(self, name: str) -> dict:
         api, version = self.sent[name]
-        return _hexed(response_fields(api, version, self.driver.responses[name]))
+        return hexed(response_fields(api, version, self.driver.responses[name]))
 
     def _expect(self, name: str, expected: dict) -> None:
         if name not in self.sent:
@@ -283,7 +283,7 @@ class _Runner:
 
 # --- matching (FORMAT.md "expect") -------------------------------------------------------
 
-class _RecordingRunner(_Runner):
+class _RecordingRunner(Runner):
     """A runner whose Driver's every (event, commands) goes to a trace (trace_io.InstanceRecorder).
     A trace that cannot be written (or held in one file) sets ``problem``; the scenario runs on."""
 
@@ -446,19 +446,19 @@ def _match_unordered(expected: list, actual: list, bindings: dict, where: str, k
     return None
 
 
-def _hexed(value):
+def hexed(value):
     if isinstance(value, bytes):
         return value.hex()
     if isinstance(value, dict):
-        return {k: _hexed(v) for k, v in value.items()}
+        return {k: hexed(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_hexed(v) for v in value]
+        return [hexed(v) for v in value]
     return value
 
 
-def _decode_bytes(api: str, version: int, body):
+def decode_bytes(api: str, version: int, body):
     """Hex strings in the schema's bytes fields become bytes."""
-    fields = schema.SCHEMAS[api][3]
+    fields = schema.SCHEMAS[api][2]  # the request fields
 
     def walk(obj, spec):
         if not isinstance(obj, dict):

@@ -29,7 +29,7 @@ from groupcoord.core.errors import Error
 
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.wire.broker_apis import TopicCatalog
-from groupcoord.adapters.conformance.scenarios import (SCENARIO_BASE_CONFIG, Result, ScenarioFailure, _decode_bytes, _hexed, _Runner, read_scenario,
+from groupcoord.adapters.conformance.scenarios import (SCENARIO_BASE_CONFIG, Result, ScenarioFailure, decode_bytes, hexed, Runner, read_scenario,
                           run_steps)
 from groupcoord.adapters.wire.server import GroupServer, ManualClock
 from groupcoord.adapters.storage.memory import MemoryStorage
@@ -96,7 +96,7 @@ class _GroupsView:
 
 
 class _WireDriver:
-    """What ``_Runner.step`` needs from a driver, carried out through the server's controls."""
+    """What ``Runner.step`` needs from a driver, carried out through the server's controls."""
 
     def __init__(self, runner: "_WireRunner") -> None:
         self.runner = runner
@@ -130,7 +130,7 @@ class _WireDriver:
         self.runner.host.run(self.runner.server.reload(config))
 
 
-class _WireRunner(_Runner):
+class _WireRunner(Runner):
     def __init__(self, host: _LoopThread, observer: Callable | None = None) -> None:
         super().__init__(observer)
         self.host = host
@@ -174,7 +174,7 @@ class _WireRunner(_Runner):
         if not isinstance(name, str) or name in self.sent:
             raise ScenarioFailure(f"'as' must be a new name, got {name!r}")
         version = step.get("version", schema.SUPPORTED_VERSIONS[api][1])
-        body = _decode_bytes(api, version, self._substitute(step.get("request", {})))
+        body = decode_bytes(api, version, self._substitute(step.get("request", {})))
         try:
             fields = schema.request_with_defaults(api, version, body)
         except schema.SchemaError as e:
@@ -252,7 +252,7 @@ class _WireRunner(_Runner):
     # --- expectations ------------------------------------------------------------------------
 
     def _shown(self, name: str) -> dict:
-        return _hexed(self.driver.responses[name])
+        return hexed(self.driver.responses[name])
 
     def _check_answered_once(self) -> None:
         """A connection whose request was answered must carry nothing more."""

@@ -2,13 +2,15 @@
 
 The table below was derived from Apache Kafka's JSON message schemas (commit
 1eb7644349cb07139d6a3c1ad1986979647cac99); it records facts only: field
-names (snake_case), types, version ranges, nullable ranges, defaults, api
-keys and the first flexible version.  None of these schemas has tagged fields.
+names (snake_case), types, version ranges, nullable ranges, defaults and
+the first flexible version.  None of these schemas has tagged fields.
 
 Table notation, per API::
 
-    name: (api_key, (min, max) schema versions, first flexible version or None,
+    name: ((min, max) schema versions, first flexible version or None,
            [request fields], [response fields])
+
+API keys come from the codec's one table (kio's, generated from the same schemas).
 
 A field is ``(name, versions, type[, nullable[, default]])``:
 
@@ -23,8 +25,10 @@ SCHEMA_VERSIONS holds each schema's own version range; SUPPORTED_VERSIONS is
 the range this project accepts (clipped to the schema's).
 """
 
+from groupcoord.adapters.protocol import codec
+
 SCHEMAS = {
-    "JoinGroup": (11, (0, 9), 6, [
+    "JoinGroup": ((0, 9), 6, [
         ("group_id", (0,), "str"),
         ("session_timeout_ms", (0,), "i32"),
         ("rebalance_timeout_ms", (1,), "i32", None, -1),
@@ -51,7 +55,7 @@ SCHEMAS = {
             ("metadata", (0,), "bytes"),
         ]),
     ]),
-    "SyncGroup": (14, (0, 5), 4, [
+    "SyncGroup": ((0, 5), 4, [
         ("group_id", (0,), "str"),
         ("generation_id", (0,), "i32"),
         ("member_id", (0,), "str"),
@@ -69,7 +73,7 @@ SCHEMAS = {
         ("protocol_name", (5,), "str", (5,), None),
         ("assignment", (0,), "bytes"),
     ]),
-    "Heartbeat": (12, (0, 4), 4, [
+    "Heartbeat": ((0, 4), 4, [
         ("group_id", (0,), "str"),
         ("generation_id", (0,), "i32"),
         ("member_id", (0,), "str"),
@@ -78,7 +82,7 @@ SCHEMAS = {
         ("throttle_time_ms", (1,), "i32"),
         ("error_code", (0,), "i16"),
     ]),
-    "LeaveGroup": (13, (0, 5), 4, [
+    "LeaveGroup": ((0, 5), 4, [
         ("group_id", (0,), "str"),
         ("member_id", (0, 2), "str"),
         ("members", (3,), [
@@ -95,7 +99,7 @@ SCHEMAS = {
             ("error_code", (3,), "i16"),
         ]),
     ]),
-    "OffsetCommit": (8, (0, 9), 8, [
+    "OffsetCommit": ((0, 9), 8, [
         ("group_id", (0,), "str"),
         ("generation_id_or_member_epoch", (1,), "i32", None, -1),
         ("member_id", (1,), "str"),
@@ -121,7 +125,7 @@ SCHEMAS = {
             ]),
         ]),
     ]),
-    "OffsetFetch": (9, (0, 9), 6, [
+    "OffsetFetch": ((0, 9), 6, [
         ("group_id", (0, 7), "str"),
         ("topics", (0, 7), [
             ("name", (0, 7), "str"),
@@ -165,7 +169,7 @@ SCHEMAS = {
             ("error_code", (8,), "i16", None, 0),
         ]),
     ]),
-    "DescribeGroups": (15, (0, 5), 5, [
+    "DescribeGroups": ((0, 5), 5, [
         ("groups", (0,), "[str]"),
         ("include_authorized_operations", (3,), "bool"),
     ], [
@@ -187,7 +191,7 @@ SCHEMAS = {
             ("authorized_operations", (3,), "i32", None, -2147483648),
         ]),
     ]),
-    "ListGroups": (16, (0, 5), 3, [
+    "ListGroups": ((0, 5), 3, [
         ("states_filter", (4,), "[str]"),
         ("types_filter", (5,), "[str]"),
     ], [
@@ -200,7 +204,7 @@ SCHEMAS = {
             ("group_type", (5,), "str"),
         ]),
     ]),
-    "DeleteGroups": (42, (0, 2), 2, [
+    "DeleteGroups": ((0, 2), 2, [
         ("groups_names", (0,), "[str]"),
     ], [
         ("throttle_time_ms", (0,), "i32"),
@@ -209,7 +213,7 @@ SCHEMAS = {
             ("error_code", (0,), "i16"),
         ]),
     ]),
-    "OffsetDelete": (47, (0, 0), None, [
+    "OffsetDelete": ((0, 0), None, [
         ("group_id", (0,), "str"),
         ("topics", (0,), [
             ("name", (0,), "str"),
@@ -228,7 +232,7 @@ SCHEMAS = {
             ]),
         ]),
     ]),
-    "FindCoordinator": (10, (0, 6), 3, [
+    "FindCoordinator": ((0, 6), 3, [
         ("key", (0, 3), "str"),
         ("key_type", (1,), "i8", None, 0),
         ("coordinator_keys", (4,), "[str]"),
@@ -258,9 +262,9 @@ _PROJECT_VERSIONS = {
 }
 
 API_NAMES = tuple(SCHEMAS)
-API_KEYS = {n: s[0] for n, s in SCHEMAS.items()}
-SCHEMA_VERSIONS = {n: s[1] for n, s in SCHEMAS.items()}
-FLEXIBLE_FROM = {n: s[2] for n, s in SCHEMAS.items()}
+API_KEYS = {n: codec.API_KEYS[n] for n in SCHEMAS}
+SCHEMA_VERSIONS = {n: s[0] for n, s in SCHEMAS.items()}
+FLEXIBLE_FROM = {n: s[1] for n, s in SCHEMAS.items()}
 # What this project accepts, clipped to what the schema defines.
 SUPPORTED_VERSIONS = {
     n: (max(lo, SCHEMA_VERSIONS[n][0]), min(hi, SCHEMA_VERSIONS[n][1]))
@@ -355,7 +359,7 @@ def _schema(api, version, side):
     if not isinstance(version, int) or isinstance(version, bool) or not lo <= version <= hi:
         raise SchemaError("%s: version %r not supported (supported: %d-%d)"
                           % (api, version, lo, hi))
-    return "%s%s v%d" % (api, ("Request", "Response")[side], version), SCHEMAS[api][3 + side]
+    return "%s%s v%d" % (api, ("Request", "Response")[side], version), SCHEMAS[api][2 + side]
 
 
 def request_with_defaults(api, version, body):

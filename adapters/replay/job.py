@@ -52,7 +52,7 @@ RESULT_SCHEMA = ", ".join(f"`{n}` {t}" for n, t in RESULT_FIELDS)
 TRACE_FIELDS = ("v", "group_id", "partition", "seq", "ts_ms", "dir", "type", "data")
 
 
-def _loads():
+def json_loader():
     try:
         import orjson
 
@@ -102,7 +102,7 @@ class PartitionReplay:
         config = CoordinatorConfig.from_kafka(options.get("config") or {})
         self.replayer = StreamReplayer(config, outputs=options.get("outputs", True),
                                        scope=options.get("scope", "group"),
-                                       check_invariants=options.get("invariants", True), loads=_loads(),
+                                       check_invariants=options.get("invariants", True), loads=json_loader(),
                                        dumps=_dumps())
         self.file_names = file_names  # when the file column holds indices into it
         # one "unit" row per replayed group where the manifest promises that no group spans

@@ -6,10 +6,9 @@ response and state change. Until the wire server exists this is the README's mai
 
 from __future__ import annotations
 
-import struct
 
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.core.consumer_protocol import encode_subscription
+from groupcoord.core.consumer_protocol import encode_assignment, encode_subscription
 from groupcoord.adapters.runtime.driver import Driver
 from groupcoord.core.errors import Error
 from groupcoord.adapters.protocol.translate import request_event
@@ -20,9 +19,7 @@ SESSION_MS, REBALANCE_MS = 10_000, 30_000
 
 def _assignment(partitions: list[int]) -> bytes:
     """A ConsumerProtocolAssignment v0 for one topic."""
-    raw = TOPIC.encode()
-    return struct.pack(">hih", 0, 1, len(raw)) + raw + struct.pack(f">i{len(partitions)}i", len(partitions), *partitions) \
-        + struct.pack(">i", -1)
+    return encode_assignment([(TOPIC, p) for p in partitions], version=0)
 
 
 def _range_assign(member_ids: list[str], partitions: int) -> dict[str, list[int]]:

@@ -1,8 +1,8 @@
-"""State-graph replay: the core against every edge of TLC's reachable graph.
+"""State-graph check: the core against every edge of TLC's reachable graph.
 
 TLC dumps the whole state graph of a small configuration (``-dump dot``). Every node is a
 spec state, including ``event`` (the action and its parameters that led there) and ``out``
-(the commands it emitted). For each node the replay builds the core state it stands for,
+(the commands it emitted). For each node the check builds the core state it stands for,
 applies every input the spec's environment may send there, reads the core's new state and
 commands back as spec values, and requires:
 
@@ -122,7 +122,7 @@ class _States:
 
 
 @attrs.define
-class ReplayResult:
+class GraphCheck:
     nodes: int = 0
     edges: int = 0
     classes: int = 0
@@ -138,7 +138,7 @@ class ReplayResult:
         return not self.unsound and not self.missing
 
     def summary(self) -> str:
-        return (f"graph replay: {self.nodes} states ({self.classes} distinct without out/event), {self.edges} edges, "
+        return (f"graph check: {self.nodes} states ({self.classes} distinct without out/event), {self.edges} edges, "
                 f"{self.inits} initial; {self.inputs} core steps, {self.matched} matched an edge; "
                 f"unsound {len(self.unsound)}, missing {len(self.missing)} ({self.seconds:.1f} s)")
 
@@ -194,9 +194,9 @@ def _diff(a: F, b: F) -> str:
     return "; ".join(f"{k}: core {show(a.get(k), 300)} / spec {show(b.get(k), 300)}" for k in names[:4])
 
 
-def replay(graph: Graph, model: Model, stop_at_first: bool = False, limit: int = 5) -> ReplayResult:
+def check_graph(graph: Graph, model: Model, stop_at_first: bool = False, limit: int = 5) -> GraphCheck:
     started = time.monotonic()
-    res = ReplayResult(nodes=len(graph.labels), edges=graph.edges, inits=len(graph.inits))
+    res = GraphCheck(nodes=len(graph.labels), edges=graph.edges, inits=len(graph.inits))
     states = _States(graph)
     classes: dict[tuple, str] = {}
     for fp in graph.labels:

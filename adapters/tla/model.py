@@ -4,7 +4,7 @@
   commands of one event as the spec's values: one group, its partition, its timers, its
   writes, its held results, and ``out``.
 * ``build_core`` goes the other way: from a spec state (as parsed from TLC) to a
-  ``CoordinatorState`` and a timer table, for the state-graph replay.
+  ``CoordinatorState`` and a timer table, for the state-graph check.
 * ``core_event`` turns a spec event (an edge label) into the core's input event, and
   ``spec_inputs`` lists every input the spec's environment may send in a state (the
   replay applies each of them to the core).

@@ -9,8 +9,8 @@ The source tree is never written. A spec mutant is a text edit of a copy of tla/
 ``replace``).
 
 Checks run cheapest first, and a mutant stops at the first check that fails:
-``scenarios`` (every conformance scenario through the core), ``replay`` (the state-graph
-replay of MCGraph, dumped once and shared), ``trace`` (trace validation of a hypothesis trace,
+``scenarios`` (every conformance scenario through the core), ``graph-check`` (the state-graph
+check of MCGraph, dumped once and shared), ``trace`` (trace validation of a hypothesis trace,
 with the spec unchanged), ``tlc-mc3`` / ``tlc-live`` (TLC on the mutated spec).
 """
 
@@ -36,7 +36,7 @@ class Mutant:
     source: str
     core: tuple = ()  # (method name, ((old, new), ...)) pairs on Membership
     spec: dict | None = None  # tla_run replace= for a spec mutant
-    checks: tuple = ("scenarios", "replay", "trace")
+    checks: tuple = ("scenarios", "graph-check", "trace")
 
 
 MUTANTS: list[Mutant] = [

@@ -15,6 +15,7 @@ from typing import Iterable
 import attrs
 
 from groupcoord.adapters.protocol import schema
+from groupcoord.adapters.protocol.codec import API_KEYS
 from groupcoord.core.errors import Error
 
 INT32_MIN = -2147483648
@@ -43,11 +44,12 @@ CLUSTER_OPERATIONS = _bits("CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTE
 
 # --- what is served ---------------------------------------------------------------------------
 
-API_VERSIONS_KEY = 18
+API_VERSIONS_KEY = API_KEYS["ApiVersions"]
 API_VERSIONS_RANGE = (0, 4)
 # The data-plane stand-ins (validated with all three clients, see real-clients.md §5). Produce
 # is advertised only because librdkafka sends no Fetch unless Produce v3+ is advertised.
-DATA_PLANE_RANGES = {0: (3, 9), 1: (4, 17), 2: (1, 9), 3: (0, 12)}
+DATA_PLANE_RANGES = {API_KEYS["Produce"]: (3, 9), API_KEYS["Fetch"]: (4, 17), API_KEYS["ListOffsets"]: (1, 9),
+                     API_KEYS["Metadata"]: (0, 12)}
 
 
 def served_versions() -> dict[int, tuple[int, int]]:

@@ -239,8 +239,9 @@ class GroupServer:
         self._stopped: asyncio.Event | None = None  # created in start()
         self.stats = {"requests": 0, "connections": 0}
         self._handlers = {
-            apis.API_VERSIONS_KEY: self._api_versions, 3: self._metadata, 2: self._list_offsets,
-            1: self._fetch, 0: self._produce,
+            apis.API_VERSIONS_KEY: self._api_versions, kc.API_KEYS["Metadata"]: self._metadata,
+            kc.API_KEYS["ListOffsets"]: self._list_offsets, kc.API_KEYS["Fetch"]: self._fetch,
+            kc.API_KEYS["Produce"]: self._produce,
             **{key: self._core_request for key in _CORE_APIS},
         }
 

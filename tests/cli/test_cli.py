@@ -69,7 +69,7 @@ def test_bench_core_prints_json_lines_last():
     assert result.returncode == 0, result.stderr
     tail = [json.loads(line) for line in result.stdout.strip().splitlines()[-6:]]
     assert [m["name"] for m in tail] == ["heartbeat_10", "heartbeat_1000", "offset_commit_10",
-                                         "offset_commit_1000", "rebalance_100", "replay"]
+                                         "offset_commit_1000", "rebalance_100", "recorded_stream"]
     assert all(m["unit"] == "events/s" and m["value"] > 0 for m in tail)
 
 
