@@ -2,7 +2,7 @@
 
 This is the one place where groups change state. It follows Kafka's GroupMetadataManager
 (classic part) step for step; section numbers refer to
-shared/reference/kafka-classic-semantics.md. Methods here work on a GroupDraft obtained with
+spec/kafka-classic-semantics.md. Methods here work on a GroupDraft obtained with
 ``self._edit`` and emit through ``self._respond``, ``self._arm``, ``self._cancel`` and
 ``self._append`` (see coordinator.Coordinator, which mixes this in).
 """

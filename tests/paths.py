@@ -1,8 +1,13 @@
-"""Where the tests find the repository, their own scenarios and the shared ones beside it."""
+"""Where the tests find the repository and its conformance suite (spec/conformance/scenarios
+and tests/scenarios; scenarios from ../shared are added when present, see
+``groupcoord.adapters.conformance.scenarios.suite_files``)."""
 
 from pathlib import Path
 
+from groupcoord.adapters.conformance.scenarios import suite_files
+
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
-SCENARIOS = TESTS / "scenarios"
-SHARED_SCENARIOS = ROOT.parent / "shared" / "conformance" / "scenarios"
+SCENARIOS = TESTS / "scenarios"  # the project's own
+KAFKA_SCENARIOS = ROOT / "spec" / "conformance" / "scenarios"  # encoded from Kafka's tests
+SUITE = suite_files(ROOT)

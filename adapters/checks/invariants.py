@@ -13,7 +13,7 @@ lists every name, ``INVARIANTS`` maps each to the statement it checks.
   was when the request arrived (validation happens then, even if the answer is sent later).
 * ``check_timers(groups, armed)``: the armed timers (key -> (deadline, payload)) of a driver.
 
-Section numbers refer to shared/reference/kafka-classic-semantics.md (§7 lists the invariants).
+Section numbers refer to spec/kafka-classic-semantics.md (§7 lists the invariants).
 """
 
 from __future__ import annotations

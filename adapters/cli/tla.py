@@ -118,19 +118,15 @@ def run_graph_check(dot: Path, stop_at_first: bool = False) -> CheckResult:
 
 # Traces validated by `tla check`: every conformance scenario within the spec's scope (through
 # the scenario runner) and hypothesis traces (fixed seeds), in batches of one TLC run each.
-SCENARIO_DIRS = ("../shared/conformance/scenarios", "tests/scenarios")  # from the repository's root
 HYPOTHESIS_SEEDS = (0, 1, 2, 3, 4)
 HYPOTHESIS_STEPS = 60
 
 
 def _scenario_paths() -> list[Path]:
-    root = Path(__file__).resolve().parents[2]
-    paths = []
-    for d in SCENARIO_DIRS:
-        p = root / d
-        if p.is_dir():
-            paths.append(p)
-    return paths
+    """The repository's conformance suite (and scenarios beside it, see ``suite_files``)."""
+    from groupcoord.adapters.conformance.scenarios import suite_files
+
+    return suite_files(Path(__file__).resolve().parents[2])
 
 
 def validation_traces() -> tuple[list, list, int]:

@@ -1,4 +1,4 @@
-"""Conformance scenarios (shared/conformance/FORMAT.md) run through the Kafka wire protocol.
+"""Conformance scenarios (spec/conformance/FORMAT.md) run through the Kafka wire protocol.
 
 Each scenario gets a fresh ``GroupServer`` on 127.0.0.1 with a ``ManualClock`` and
 ``MemoryStorage``, on an event loop in a background thread. Every ``send`` step is encoded by

@@ -3,9 +3,7 @@
 import json
 import subprocess
 import sys
-from paths import ROOT
-
-SHARED = ROOT.parent / "shared" / "conformance" / "scenarios"
+from paths import KAFKA_SCENARIOS, ROOT
 
 
 def run(*args, timeout=300):
@@ -14,10 +12,10 @@ def run(*args, timeout=300):
 
 
 def test_scenario_command_prints_a_line_per_scenario_and_passes():
-    result = run("scenario", str(SHARED))
+    result = run("scenario", str(KAFKA_SCENARIOS))
     lines = result.stdout.strip().splitlines()
     assert result.returncode == 0, result.stdout[-2000:]
-    assert sum(line.startswith("PASS ") for line in lines) == len(list(SHARED.glob("*.json")))
+    assert sum(line.startswith("PASS ") for line in lines) == len(list(KAFKA_SCENARIOS.glob("*.json")))
     assert lines[-1].endswith(" passed, 0 failed")
 
 

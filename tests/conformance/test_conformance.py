@@ -1,19 +1,31 @@
-"""Every conformance scenario is its own test: the shared suite and the project's own."""
+"""Every conformance scenario is its own test: the suite encoded from Kafka's tests, the
+project's own, and any further ones beside the repository."""
 
 
 import pytest
 
-from groupcoord.adapters.conformance.scenarios import run_file, run_scenario, scenario_files
-from paths import ROOT
+from groupcoord.adapters.conformance.scenarios import run_file, run_scenario, scenario_files, suite_files
+from paths import KAFKA_SCENARIOS, ROOT, SCENARIOS, SUITE
 
-SHARED = ROOT.parent / "shared" / "conformance" / "scenarios"
-OWN = ROOT / "tests" / "scenarios"
-FILES = scenario_files([SHARED]) + scenario_files([OWN])
+FILES = SUITE
 
 
-def test_shared_suite_is_present():
-    assert SHARED.is_dir(), f"conformance scenarios not found at {SHARED}"
-    assert len(scenario_files([SHARED])) >= 100
+def test_the_suite_and_its_format_are_in_the_repository():
+    assert len(scenario_files([KAFKA_SCENARIOS])) >= 100 and len(scenario_files([SCENARIOS])) >= 100
+    assert (ROOT / "spec" / "conformance" / "FORMAT.md").is_file()
+    assert len(suite_files(ROOT, extra=[])) == len(scenario_files([KAFKA_SCENARIOS, SCENARIOS]))
+
+
+def test_extra_scenarios_add_only_new_names(tmp_path, monkeypatch):
+    known = scenario_files([KAFKA_SCENARIOS])[0]
+    (tmp_path / known.name).write_text(known.read_text())
+    (tmp_path / "zz-new.json").write_text(known.read_text())
+    monkeypatch.setenv("GROUPCOORD_EXTRA_SCENARIOS", str(tmp_path))
+    files = suite_files(ROOT)
+    assert files[-1] == tmp_path / "zz-new.json"
+    assert len(files) == len(suite_files(ROOT, extra=[])) + 1
+    monkeypatch.setenv("GROUPCOORD_EXTRA_SCENARIOS", "")
+    assert suite_files(ROOT) == suite_files(ROOT, extra=[])
 
 
 @pytest.mark.parametrize("path", FILES, ids=[f"{p.parent.name}/{p.name}" for p in FILES])

@@ -5,13 +5,10 @@ back, decoded and matched (adapters/conformance/wire.py)."""
 
 import pytest
 
-from groupcoord.adapters.conformance.scenarios import scenario_files
 from groupcoord.adapters.conformance.wire import WireScenarioRunner
-from paths import ROOT
+from paths import SUITE
 
-SHARED = ROOT.parent / "shared" / "conformance" / "scenarios"
-OWN = ROOT / "tests" / "scenarios"
-FILES = scenario_files([SHARED]) + scenario_files([OWN])
+FILES = SUITE
 
 
 @pytest.fixture(scope="module")

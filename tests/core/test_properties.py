@@ -54,7 +54,7 @@ from groupcoord.core.errors import Error
 from groupcoord.core.model import Group, Member, Parked
 from groupcoord.core.states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 from groupcoord.adapters.protocol.translate import request_event
-from paths import SCENARIOS, SHARED_SCENARIOS
+from paths import SUITE
 
 # "g" most of the time; with 2 offsets partitions "k" shares g's partition and "h" does not.
 GROUP_IDS = st.sampled_from(("g",) * 9 + ("k", "h", ""))
@@ -836,8 +836,7 @@ def test_invariants_hold_in_every_conformance_scenario(monkeypatch):
             super().__init__(*args, observer=both, **kwargs)
 
     monkeypatch.setattr(conformance, "Driver", CheckedDriver)
-    root = SHARED_SCENARIOS
-    files = conformance.scenario_files([root, SCENARIOS])
+    files = SUITE
     assert len(files) >= 104
     for path in files:
         result = conformance.run_file(path)

@@ -303,9 +303,9 @@ def test_scenario_runner_recordings_replay_clean(tmp_path):
     scenario that reloads with new settings has no trace, and says why."""
     from groupcoord.adapters.conformance import scenarios as conformance
 
-    from paths import SCENARIOS, SHARED_SCENARIOS
+    from paths import SUITE
 
-    files = conformance.scenario_files([str(SCENARIOS), str(SHARED_SCENARIOS)])
+    files = SUITE
     assert len(files) > 200
     recorded, untraced = 0, []
     for i, path in enumerate(files):
