@@ -8,16 +8,16 @@ conformance format needs and what tests use to reach the write-dependent paths.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any, Callable
 
 from groupcoord.core import events as ev
 from groupcoord.adapters.storage.memory import MemoryStorage
-from groupcoord.core.commands import Respond, Write
+from groupcoord.core.commands import Write
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
-from groupcoord.adapters.runtime.timers import TimerTable
+from groupcoord.adapters.protocol.translate import request_event
+from groupcoord.adapters.runtime.runner import CommandRunner
 
 
 class Driver:
@@ -39,14 +39,34 @@ class Driver:
         self._hold = False
         self._fail_next: Error | None = None
         self._uuid_counter = 0
+        self._sent = 0
         self._start()
 
     def _start(self) -> None:
         self.coordinator = Coordinator(self.config)
-        self.timers = TimerTable()
+        self.runner = CommandRunner(self.coordinator, self._respond, self._store, self._observe)
+        self.timers = self.runner.timers
         for partition in range(self.config.offsets_topic_num_partitions):
             self.dispatch(ev.LoadPartition(now_ms=self.now_ms, partition=partition,
                                            records=self.storage.records(partition)))
+
+    def _respond(self, request_id, response) -> None:
+        self.responses[request_id] = response
+        self.answer_counts[request_id] = self.answer_counts.get(request_id, 0) + 1
+
+    def _observe(self, event, commands) -> None:
+        if self.observer is not None:  # read at each step: callers set it after construction
+            self.observer(event, commands)
+
+    def send(self, api: str, body: dict, *, version: int, client_id: str = "client") -> Any:
+        """Send a request given as Kafka's fields of that API version (``protocol.translate``)
+        at the driver's time; returns its request id. Its response, once sent, is
+        ``responses[id]``."""
+        self._sent += 1
+        request_id = (client_id, api, self._sent)
+        self.dispatch(request_event(api, version, body, request_id=request_id, now_ms=self.now_ms,
+                                    client_id=client_id, new_member_uuid=self.new_uuid()))
+        return request_id
 
     def new_uuid(self) -> str:
         """Deterministic stand-ins for Kafka's random UUIDs."""
@@ -58,24 +78,7 @@ class Driver:
 
     def dispatch(self, event) -> list:
         """Feed one event, and the storage outcomes it triggers at once; return all commands."""
-        queue, emitted = deque([event]), []
-        while queue:
-            current = queue.popleft()
-            commands = self.coordinator.handle(current)
-            if self.observer is not None:
-                self.observer(current, commands)
-            emitted.extend(commands)
-            for command in commands:
-                if isinstance(command, Respond):
-                    self.responses[command.request_id] = command.response
-                    self.answer_counts[command.request_id] = self.answer_counts.get(command.request_id, 0) + 1
-                elif isinstance(command, Write):
-                    outcome = self._store(command)
-                    if outcome is not None:
-                        queue.append(outcome)
-                else:
-                    self.timers.apply(command)
-        return emitted
+        return self.runner.feed(event)
 
     def _store(self, write: Write):
         if self._hold:
@@ -92,13 +95,7 @@ class Driver:
         if ms < 0:
             raise ValueError("time cannot go backwards")
         self.now_ms += ms
-        emitted = []
-        while True:
-            due = self.timers.pop_due(self.now_ms)
-            if due is None:
-                return emitted
-            key, payload = due
-            emitted.extend(self.dispatch(ev.TimerFired(now_ms=self.now_ms, key=key, payload=payload)))
+        return self.runner.fire_due(self.now_ms)
 
     # --- storage control -------------------------------------------------------------------
 

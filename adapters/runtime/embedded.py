@@ -1,6 +1,7 @@
 """Embedding the core in an asyncio service: a runnable example (spec/contract.md).
 
-``EmbeddedCoordinator`` owns a ``Coordinator`` and carries out its commands:
+``EmbeddedCoordinator`` owns a ``Coordinator`` and carries out its commands through the
+runtime's ``CommandRunner``:
 
 * ``Respond``: resolves the future of ``request(event)``, keyed by ``request_id``;
 * ``Write``: queued to one writer task that appends to ``storage`` in order and feeds back
@@ -21,14 +22,13 @@ from typing import Any, Callable, Protocol
 
 import attrs
 
+from groupcoord.adapters.runtime.runner import CommandRunner
 from groupcoord.adapters.storage.interface import Storage, StorageError
 from groupcoord.adapters.storage.memory import MemoryStorage
 from groupcoord.core import events as ev
-from groupcoord.core.commands import Respond, Write
+from groupcoord.core.commands import Write
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator
-from groupcoord.core.errors import Error
-from groupcoord.adapters.runtime.timers import TimerTable
 
 
 class Clock(Protocol):
@@ -64,9 +64,10 @@ class EmbeddedCoordinator:
         self.storage = storage if storage is not None else MemoryStorage()
         self._clock = clock
         self._new_uuid = new_uuid
-        self._timers = TimerTable()
         self._futures: dict[Any, asyncio.Future] = {}
         self._writes: asyncio.Queue[Write] = asyncio.Queue()
+        # Writes go to one writer task; their outcomes are fed when storage answers.
+        self._runner = CommandRunner(self.coordinator, self._resolve, self._writes.put_nowait)
         self._wake = asyncio.Event()
         self._alarm: Any = None
         self._alarm_at: int | None = None
@@ -103,19 +104,16 @@ class EmbeddedCoordinator:
     # --- carrying out commands ---------------------------------------------------------------
 
     def _dispatch(self, event) -> None:
-        for command in self.coordinator.handle(event):
-            if isinstance(command, Respond):
-                future = self._futures.pop(command.request_id, None)
-                if future is not None and not future.done():
-                    future.set_result(command.response)
-            elif isinstance(command, Write):
-                self._writes.put_nowait(command)
-            else:
-                self._timers.apply(command)
+        self._runner.feed(event)
         self._set_alarm()
 
+    def _resolve(self, request_id, response) -> None:
+        future = self._futures.pop(request_id, None)
+        if future is not None and not future.done():
+            future.set_result(response)
+
     def _set_alarm(self) -> None:
-        deadline = self._timers.next_deadline()
+        deadline = self._runner.next_deadline()
         if deadline == self._alarm_at:
             return
         if self._alarm is not None:
@@ -131,10 +129,7 @@ class EmbeddedCoordinator:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            now = self._clock.now_ms()
-            while (due := self._timers.pop_due(now)) is not None:
-                key, payload = due
-                self._dispatch(ev.TimerFired(now_ms=now, key=key, payload=payload))
+            self._runner.fire_due(self._clock.now_ms())
             self._set_alarm()
 
     async def _run_writes(self) -> None:
