@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import attrs
 
 from .frozen import frozen
 

@@ -266,7 +266,7 @@ class Coordinator(Membership, Writes, Offsets, Loading):
         for partition, gids in by_partition.items():
             for gid in gids:
                 group = self._groups.get(gid)
-                if group is None or group.state is DEAD:
+                if group is None:
                     results[gid] = Error.GROUP_ID_NOT_FOUND
                 elif group.state is not EMPTY:
                     results[gid] = Error.NON_EMPTY_GROUP

@@ -20,7 +20,7 @@ from .errors import Error, translate_append_error
 from .events import JoinGroup
 from .frozen import evolve
 from .model import Member, MemberError, Parked, validate_member
-from .states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from .states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 
 NONE = Error.NONE
@@ -55,7 +55,7 @@ class Joining:
 
     def _accept_joining_member(self, g: GroupDraft, member_id: str) -> bool:
         limit = self.config.group_max_size
-        if g.state in (EMPTY, DEAD):
+        if g.state is EMPTY:
             return True
         member = g.members.get(member_id)
         if g.state is PREPARING_REBALANCE:
@@ -63,9 +63,7 @@ class Joining:
         return member is not None or len(g.members) < limit
 
     def _join_new_member(self, g: GroupDraft, req: JoinGroup) -> None:
-        if g.state is DEAD:
-            self._respond(req.request_id, JoinGroupResponse(error_code=Error.COORDINATOR_NOT_AVAILABLE))
-        elif not g.supports_protocols(req.protocol_type, {name for name, _ in req.protocols}):
+        if not g.supports_protocols(req.protocol_type, {name for name, _ in req.protocols}):
             self._respond(req.request_id, JoinGroupResponse(error_code=Error.INCONSISTENT_GROUP_PROTOCOL))
         elif req.group_instance_id is not None:
             new_id = f"{req.group_instance_id}-{req.new_member_uuid}"
@@ -86,10 +84,6 @@ class Joining:
 
     def _join_existing_member(self, g: GroupDraft, req: JoinGroup) -> None:
         mid = req.member_id
-        if g.state is DEAD:
-            self._respond(req.request_id, JoinGroupResponse(
-                error_code=Error.COORDINATOR_NOT_AVAILABLE, member_id=mid))
-            return
         if not g.supports_protocols(req.protocol_type, {name for name, _ in req.protocols}):
             self._respond(req.request_id, JoinGroupResponse(
                 error_code=Error.INCONSISTENT_GROUP_PROTOCOL, member_id=mid))
@@ -176,7 +170,7 @@ class Joining:
                 self._rebalance_or_complete_join(g)
         elif g.state is COMPLETING_REBALANCE:
             self._prepare_rebalance(g)
-        elif g.state in (EMPTY, DEAD):
+        elif g.state is EMPTY:
             raise AssertionError(f"static member {req.group_instance_id} rejoined {g.group_id} in {g.state}")
         else:
             self._maybe_complete_join(g)
@@ -265,8 +259,6 @@ class Joining:
             if member.awaiting_join is None and not member.is_static:
                 g.remove(mid)
                 self._cancel(heartbeat_key(g.partition, g.group_id, mid))
-        if g.state is DEAD:
-            return
         if g.leader_id is not None and g.members[g.leader_id].awaiting_join is None:
             joined = next((mid for mid, m in g.members.items() if m.awaiting_join is not None), None)
             if joined is None:

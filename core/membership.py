@@ -27,7 +27,7 @@ from .events import Heartbeat, LeaveGroup, SyncGroup
 from .frozen import evolve
 from .joining import Joining, metadata_record
 from .model import Group, MemberError, Parked, validate_member
-from .states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from .states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 
 NONE = Error.NONE
@@ -43,9 +43,6 @@ class Membership(Joining):
         group = self._groups.get(req.group_id)
         if group is None or group.state is EMPTY:
             self._respond(req.request_id, SyncGroupResponse(error_code=Error.UNKNOWN_MEMBER_ID))
-            return
-        if group.state is DEAD:
-            self._respond(req.request_id, SyncGroupResponse(error_code=Error.COORDINATOR_NOT_AVAILABLE))
             return
         try:
             validate_member(group, req.member_id, req.group_instance_id)
@@ -107,8 +104,6 @@ class Membership(Joining):
         mid = req.member_id
         if group is None:
             error = Error.UNKNOWN_MEMBER_ID
-        elif group.state is DEAD:
-            error = Error.COORDINATOR_NOT_AVAILABLE
         else:
             member = group.members.get(mid)
             instance_id = req.group_instance_id
@@ -144,8 +139,6 @@ class Membership(Joining):
                 LeaveGroupMemberResponse(m.member_id, m.group_instance_id, Error.UNKNOWN_MEMBER_ID)
                 for m in req.members)))
             return None
-        if group.state is DEAD:
-            return LeaveGroupResponse(Error.COORDINATOR_NOT_AVAILABLE)
         g = self._edit(req.group_id)
         results, removed_any = [], False
         for identity in req.members:
@@ -188,7 +181,7 @@ class Membership(Joining):
 
     def _heartbeat_expired(self, gid: str, mid: str) -> None:
         group = self._groups.get(gid)
-        if group is None or group.state is DEAD:
+        if group is None:
             return
         if mid in group.pending_members:
             g = self._edit(gid)

@@ -23,7 +23,7 @@ from .partitioning import ACTIVE
 from .error_responses import error_response
 from .errors import Error
 from .model import MemberError, OffsetEntry, validate_member
-from .states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from .states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 
 class Offsets:
@@ -118,7 +118,7 @@ class Offsets:
 
     def _offset_delete(self, req: ev.OffsetDelete, partition: int):
         group = self._groups.get(req.group_id)
-        if group is None or group.state is DEAD:
+        if group is None:
             self._respond(req.request_id, OffsetDeleteResponse(Error.GROUP_ID_NOT_FOUND))
             return None
         if group.state in (STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE) and group.protocol_type != "consumer":
@@ -174,8 +174,6 @@ class Offsets:
 
 def _validate_offset_commit(group, req: ev.OffsetCommit) -> None:
     """ClassicGroup.validateOffsetCommit (non-transactional)."""
-    if group.state is DEAD:
-        raise MemberError(Error.COORDINATOR_NOT_AVAILABLE)
     if req.generation_id < 0 and group.state is EMPTY:
         return
     if req.generation_id >= 0 or req.member_id != "" or req.group_instance_id is not None:

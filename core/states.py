@@ -32,7 +32,9 @@ LEGAL_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
     PREPARING_REBALANCE: frozenset({STABLE, COMPLETING_REBALANCE, EMPTY}),
     COMPLETING_REBALANCE: frozenset({PREPARING_REBALANCE}),
     STABLE: frozenset({COMPLETING_REBALANCE}),
-    DEAD: frozenset({STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE, EMPTY, DEAD}),
+    # Kafka also lists Dead -> Dead; the core never holds a Dead group (it checks the edge and
+    # drops the group at once), so that edge cannot be taken and is left out.
+    DEAD: frozenset({STABLE, PREPARING_REBALANCE, COMPLETING_REBALANCE, EMPTY}),
 }
 
 # What causes each legal transition; used for the diagram's edge labels.
@@ -43,11 +45,10 @@ TRANSITION_CAUSES: dict[tuple[GroupState, GroupState], str] = {
     (PREPARING_REBALANCE, COMPLETING_REBALANCE): "join phase completes with members",
     (PREPARING_REBALANCE, EMPTY): "join phase completes with no members",
     (COMPLETING_REBALANCE, STABLE): "leader's assignment written",
-    (EMPTY, DEAD): "unload",
+    (EMPTY, DEAD): "deleted (DeleteGroups, expiration), unload",
     (PREPARING_REBALANCE, DEAD): "unload",
     (COMPLETING_REBALANCE, DEAD): "unload",
     (STABLE, DEAD): "unload",
-    (DEAD, DEAD): "unload",
 }
 
 

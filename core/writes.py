@@ -7,10 +7,11 @@ from typing import Any
 
 from . import events as ev
 from .commands import JoinGroupResponse, SyncGroupResponse, Write
+from .draft import GroupDraft
 from .error_responses import error_response
 from .errors import Error, translate_append_error, translate_operation_error
 from .frozen import evolve, frozen
-from .states import EMPTY
+from .states import DEAD, EMPTY
 
 
 @frozen
@@ -240,8 +241,11 @@ class Writes:
 
     def _delete_group(self, group_id: str, partition: int) -> tuple:
         """Remove a group and its offsets now (tombstones are replayed at once in Kafka);
-        returns the callback that restores the group if the write fails."""
+        returns the callback that restores the group if the write fails. Kafka moves the group
+        to Dead and evicts it; here the edge is checked and the group dropped (nothing can hold a
+        Dead group)."""
         group = self._groups.pop(group_id)
+        GroupDraft(group).transition(DEAD, self._now)
         self._set_offsets(partition, [(group_id, key, None) for key in sorted(self._offsets.get(group_id, {}))])
         return ("restore_group", group_id, group)
 

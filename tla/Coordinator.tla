@@ -56,7 +56,7 @@ LegalPrevious ==
           [] s = Preparing  -> {Stable, Completing, Empty}
           [] s = Completing -> {Preparing}
           [] s = Stable     -> {Completing}
-          [] s = Dead       -> {Stable, Preparing, Completing, Empty, Dead}]
+          [] s = Dead       -> {Stable, Preparing, Completing, Empty}]
 
 \* Timer keys (the core's keys without partition and group).
 JoinKey == <<"join">>
