@@ -1,7 +1,7 @@
 """Where the coordinator's records (``__consumer_offsets``) go: the interface and its errors
 (``interface``), Kafka's key and value bytes of those records (``records``), and three stores:
-in memory (``memory``), durable SQLite (``sqlite``), a compacted topic on a Kafka-compatible
-broker (``broker``).
+in memory (``memory``), durable SQLite (``sqlite``, whose data directory has one owner at a
+time: ``dirlock``), a compacted topic on a Kafka-compatible broker (``broker``).
 
 May import: ``client``, ``protocol``, ``checks`` and ``groupcoord.core``.
 """

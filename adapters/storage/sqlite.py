@@ -17,6 +17,10 @@ Failures surface as Kafka errors the core already translates: a full disk, an I/
 a read-only database fail the write with KAFKA_STORAGE_ERROR (clients see NOT_COORDINATOR);
 an unreadable or corrupt file is refused at start-up with a clear StorageOpenError.
 
+One owner per data directory: the store holds an exclusive lock on ``DIR/.lock`` (``dirlock``)
+from before the database is opened until it is closed; a second store on the directory, in this
+process or another, is refused with a StorageOpenError naming the owner's process id.
+
 Schema version 2 (this layout). A version 1 store (keys and values as JSON text) is converted
 in one transaction when it is opened.
 """
@@ -37,6 +41,7 @@ from groupcoord.core.commands import GroupMetadataRecord, GroupTombstone, Offset
 from groupcoord.core.errors import Error
 
 from groupcoord.adapters.storage import records as fmt
+from groupcoord.adapters.storage.dirlock import DataDirLock
 from groupcoord.adapters.storage.interface import StorageError, StorageOpenError
 
 SCHEMA_VERSION = 2
@@ -64,11 +69,18 @@ class SqliteStorage:
             raise StorageOpenError(f"cannot create data directory {data_dir}: {e.strerror}") from None
         if not os.access(data_dir, os.W_OK | os.X_OK):
             raise StorageOpenError(f"data directory {data_dir} is not writable")
-        self._db = self._open(self.path)
-        if max_bytes is not None:
-            page_size = self._db.execute("PRAGMA page_size").fetchone()[0]
-            self._db.execute(f"PRAGMA max_page_count = {max(1, max_bytes // page_size)}")
-        self._seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0]
+        self._lock = DataDirLock(data_dir)  # one owner per directory, before the database is touched
+        try:
+            self._db = self._open(self.path)
+            if max_bytes is not None:
+                page_size = self._db.execute("PRAGMA page_size").fetchone()[0]
+                self._db.execute(f"PRAGMA max_page_count = {max(1, max_bytes // page_size)}")
+            self._seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0]
+        except BaseException:
+            if hasattr(self, "_db"):
+                self._db.close()
+            self._lock.release()
+            raise
         self._queue: queue.Queue = queue.Queue()
         self._last_error: str | None = None
         self._closed = False
@@ -145,6 +157,7 @@ class SqliteStorage:
             self._queue.put(None)
             await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
             self._db.close()
+            self._lock.release()
 
     # --- the writer thread -------------------------------------------------------------------
 
