@@ -111,6 +111,7 @@ def run_graph_check(dot: Path, stop_at_first: bool = False) -> CheckResult:
     r.data.update(nodes=res.nodes, edges=res.edges, inputs=res.inputs, matched=res.matched,
                   unsound=len(res.unsound), missing=len(res.missing), first=(res.unsound + res.missing)[:1])
     r.lines.append(res.summary())
+    r.lines.extend("  " + line for line in res.coverage())
     for x in (res.unsound[:3] + res.missing[:3]):
         r.lines.append("  " + x[:500])
     return r

@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 
+from groupcoord.core.states import LEGAL_PREVIOUS, PREPARING_REBALANCE, GroupState, is_legal
 from groupcoord.core import events as ev
 from groupcoord.core.coordinator import Coordinator
 
@@ -40,7 +41,7 @@ from groupcoord.adapters.tla.model import (
     load_records,
     spec_inputs,
 )
-from groupcoord.adapters.tla.values import F, MV, parse, show
+from groupcoord.adapters.tla.values import F, parse, show
 
 _NODE = re.compile(r'^(-?\d+) \[label="(.*)"(?:,style = filled)?\];?$')
 _EDGE = re.compile(r"^(-?\d+) -> (-?\d+) \[")
@@ -132,10 +133,26 @@ class GraphCheck:
     unsound: list = attrs.Factory(list)
     missing: list = attrs.Factory(list)
     seconds: float = 0.0
+    # (from, to) group state -> matched core steps that take that edge of the state table
+    # (a step through PreparingRebalance, e.g. a rejoin completing at once, takes both edges)
+    transitions: dict = attrs.Factory(dict)
+
+    @property
+    def uncovered(self) -> list[tuple[str, str]]:
+        """Edges of the state table that no matched core step takes."""
+        return [(s.value, t.value) for t, sources in LEGAL_PREVIOUS.items() for s in sorted(sources, key=list(GroupState).index)
+                if (s.value, t.value) not in self.transitions]
 
     @property
     def ok(self) -> bool:
-        return not self.unsound and not self.missing
+        return not self.unsound and not self.missing and not self.uncovered
+
+    def coverage(self) -> list[str]:
+        """One line per edge of the state table, with how many matched core steps take it."""
+        return [f"table edge {s} -> {t}: " + (f"taken by {self.transitions[(s, t)]} core steps"
+                                               if (s, t) in self.transitions else "TAKEN BY NO CORE STEP")
+                for t, sources in LEGAL_PREVIOUS.items() for s in
+                (x.value for x in sorted(sources, key=list(GroupState).index))]
 
     def summary(self) -> str:
         return (f"graph check: {self.nodes} states ({self.classes} distinct without out/event), {self.edges} edges, "
@@ -242,6 +259,7 @@ def check_graph(graph: Graph, model: Model, stop_at_first: bool = False, limit: 
             if got in targets:
                 res.matched += 1
                 produced.add(got)
+                _count_transition(res.transitions, s["state"], got["state"])
                 continue
             same_event = [t for t in targets if t["event"] == e]
             detail = _diff(got, same_event[0]) if same_event else "the spec has no edge for this input"
@@ -257,6 +275,17 @@ def check_graph(graph: Graph, model: Model, stop_at_first: bool = False, limit: 
                 break
     res.seconds = time.monotonic() - started
     return res
+
+
+def _count_transition(counts: dict, before: str, after: str) -> None:
+    states = {g.value for g in GroupState}
+    if before == after or before not in states or after not in states:
+        return
+    hops = [(before, after)]
+    if not is_legal(GroupState(before), GroupState(after)):  # through PreparingRebalance in one step
+        hops = [(before, PREPARING_REBALANCE.value), (PREPARING_REBALANCE.value, after)]
+    for hop in hops:
+        counts[hop] = counts.get(hop, 0) + 1
 
 
 def _brief(s: F) -> str:

@@ -1,0 +1,65 @@
+"""Every edge of the state table (core/states.py) is taken by some conformance scenario, and no
+scenario takes a transition the table lacks."""
+
+from groupcoord.adapters.conformance import scenarios as conformance
+from groupcoord.adapters.runtime.driver import Driver
+from groupcoord.core import events as ev
+from groupcoord.core.states import LEGAL_PREVIOUS, PREPARING_REBALANCE, DEAD, is_legal
+from paths import SUITE
+
+# Events after which a vanished group has died (moved to Dead and dropped); a group that
+# vanishes otherwise is a failed creation reverted (it never existed).
+_DEATHS = (ev.UnloadPartition, ev.DeleteGroups, ev.TimerFired)
+
+
+class EdgeRecorder:
+    """A Driver observer: the table edges each step takes, read from the groups' states."""
+
+    def __init__(self) -> None:
+        self.driver: Driver | None = None
+        self.before: dict = {}
+        self.taken: set = set()
+        self.illegal: list = []
+
+    def __call__(self, event, commands) -> None:
+        now = {gid: g.state for gid, g in self.driver.coordinator.groups().items()}
+        for gid, old in self.before.items():
+            new = now.get(gid)
+            if new is None:
+                if isinstance(event, _DEATHS):
+                    self.taken.add((old, DEAD))
+            elif new is not old:
+                hops = [(old, new)] if is_legal(old, new) else [(old, PREPARING_REBALANCE), (PREPARING_REBALANCE, new)]
+                for hop in hops:
+                    (self.taken.add if is_legal(*hop) else self.illegal.append)(hop)
+        self.before = now
+
+
+def test_every_table_edge_is_taken_by_a_scenario(monkeypatch):
+    recorders: list[EdgeRecorder] = []
+
+    class RecordingDriver(Driver):
+        def __init__(self, *args, observer=None, **kwargs):
+            recorder = EdgeRecorder()
+            recorder.driver = self
+            recorders.append(recorder)
+
+            def both(event, commands):
+                recorder(event, commands)
+                if observer is not None:
+                    observer(event, commands)
+            super().__init__(*args, observer=both, **kwargs)
+
+    monkeypatch.setattr(conformance, "Driver", RecordingDriver)
+    first: dict = {}
+    for path in SUITE:
+        start = len(recorders)
+        assert conformance.run_file(path).passed, path.name
+        for recorder in recorders[start:]:
+            assert recorder.illegal == [], f"{path.name}: {recorder.illegal}"
+            for edge in recorder.taken:
+                first.setdefault(edge, path.name)
+    table = {(source, target) for target, sources in LEGAL_PREVIOUS.items() for source in sources}
+    for (source, target), name in sorted(first.items(), key=lambda kv: (kv[0][0].value, kv[0][1].value)):
+        print(f"{source.value} -> {target.value}: first taken by {name}")
+    assert table - set(first) == set(), "table edges no scenario takes"
