@@ -6,6 +6,7 @@ from groupcoord.adapters.runtime.driver import Driver
 from groupcoord.core import events as ev
 from groupcoord.core.states import LEGAL_PREVIOUS, PREPARING_REBALANCE, DEAD, is_legal
 from paths import SUITE
+from scenario_hooks import observe_scenario_drivers
 
 # Events after which a vanished group has died (moved to Dead and dropped); a group that
 # vanishes otherwise is a failed creation reverted (it never existed).
@@ -36,21 +37,12 @@ class EdgeRecorder:
 
 
 def test_every_table_edge_is_taken_by_a_scenario(monkeypatch):
-    recorders: list[EdgeRecorder] = []
+    def recording(driver):
+        recorder = EdgeRecorder()
+        recorder.driver = driver
+        return recorder
 
-    class RecordingDriver(Driver):
-        def __init__(self, *args, observer=None, **kwargs):
-            recorder = EdgeRecorder()
-            recorder.driver = self
-            recorders.append(recorder)
-
-            def both(event, commands):
-                recorder(event, commands)
-                if observer is not None:
-                    observer(event, commands)
-            super().__init__(*args, observer=both, **kwargs)
-
-    monkeypatch.setattr(conformance, "Driver", RecordingDriver)
+    recorders = observe_scenario_drivers(monkeypatch, recording)
     first: dict = {}
     for path in SUITE:
         start = len(recorders)

@@ -55,6 +55,7 @@ from groupcoord.core.model import Group, Member, Parked
 from groupcoord.core.states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 from groupcoord.adapters.protocol.translate import request_event
 from paths import SUITE
+from scenario_hooks import observe_scenario_drivers
 
 # "g" most of the time; with 2 offsets partitions "k" shares g's partition and "h" does not.
 GROUP_IDS = st.sampled_from(("g",) * 9 + ("k", "h", ""))
@@ -821,21 +822,12 @@ TestTotality = TotalityMachine.TestCase
 def test_invariants_hold_in_every_conformance_scenario(monkeypatch):
     """The invariants are not stricter than Kafka: every public scenario runs clean."""
 
-    observers = []
+    def checked(driver):
+        obs = InvariantObserver()
+        obs.driver = driver
+        return obs
 
-    class CheckedDriver(Driver):
-        def __init__(self, *args, observer=None, **kwargs):
-            obs = InvariantObserver()
-            obs.driver = self
-            observers.append(obs)
-
-            def both(event, commands):
-                obs(event, commands)
-                if observer is not None:
-                    observer(event, commands)
-            super().__init__(*args, observer=both, **kwargs)
-
-    monkeypatch.setattr(conformance, "Driver", CheckedDriver)
+    observers = observe_scenario_drivers(monkeypatch, checked)
     files = SUITE
     assert len(files) >= 104
     for path in files:
