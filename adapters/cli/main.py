@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from groupcoord.adapters.cli import parsing
+from groupcoord.adapters.cli.extras import missing_from
 from groupcoord.adapters.cli.parsing import Parser, fail
 
 
@@ -82,7 +83,14 @@ def build_parser() -> Parser:
 
 
 def _main(argv: list[str] | None) -> int:
-    return _run(build_parser().parse_args(argv))
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except ImportError as e:  # an optional package met only now (e.g. by a Parquet trace)
+        line = missing_from(e)
+        if line is None:
+            raise
+        return fail(args.prog, line)
 
 
 def _run(args) -> int:

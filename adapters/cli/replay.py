@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from groupcoord.adapters.cli.extras import java_missing, missing_from, needs
 from groupcoord.adapters.cli.parsing import Parser, fail, number, one_of
 
 COMMANDS = ("simulate", "timeline", "replay", "inject-faults")
@@ -87,14 +88,38 @@ def run_bench_replay(args) -> int:
     prog = getattr(args, "prog", "groupcoord bench replay")
     if args.trace is not None and not Path(args.trace).exists():
         return fail(prog, f"--trace {args.trace}: no such file or directory")
+    problem = needs(("pyarrow", "the benchmark's traces are Parquet"))
+    if problem is None and "spark" in args.engines:
+        problem = needs(("pyspark", "the spark engine"), ("pandas", "the spark engine"), extra="spark") \
+            or java_missing("Spark", "--engines plain,core")
+    if problem:
+        return fail(prog, problem)
     return run_replay_bench(records=args.records, groups=args.groups, trace=args.trace,
                             workdir=args.workdir or DEFAULT_WORKDIR, quick=args.quick, engines=tuple(args.engines))
+
+
+def _missing_before_start(args) -> str | None:
+    """What an optional package the command will need is missing, found before it starts."""
+    if args.command == "simulate" and args.format == "parquet":
+        return needs(("pyarrow", "Parquet traces; or --format jsonl"))
+    if args.command == "timeline" and args.out.lower().endswith(".png"):
+        return needs(("matplotlib", "PNG timelines; or --out FILE.html"))
+    if args.command == "replay" and args.engine == "plain":
+        return needs(("pyarrow", "the plain replay"))
+    if args.command == "replay":
+        return needs(("pyspark", "the replay on Spark; or --engine plain"), ("pandas", "the replay on Spark"),
+                     ("pyarrow", "the replay on Spark"), extra="spark") \
+            or java_missing("Spark", "--engine plain")
+    return None
 
 
 def run_replay_command(args) -> int:
     from groupcoord.adapters.replay.trace_files import TraceError
 
     prog = getattr(args, "prog", f"groupcoord {args.command}")
+    problem = _missing_before_start(args)
+    if problem:
+        return fail(prog, problem)
     try:
         if args.command == "simulate":
             from groupcoord.adapters.sim.simulator import format_summary, simulate
@@ -118,9 +143,11 @@ def run_replay_command(args) -> int:
             return _inject_faults(args, prog)
     except TraceError as e:
         return fail(prog, e)
-    except ImportError as e:
-        return fail(prog, f"{e.name or e} is not installed (Parquet traces need pyarrow, timelines as PNG "
-                          f"matplotlib): pip install 'groupcoord[replay]', or use JSON Lines / HTML")
+    except ImportError as e:  # an optional package met only now (e.g. by a Parquet trace)
+        line = missing_from(e)
+        if line is None:
+            raise
+        return fail(prog, line)
     return 2
 
 

@@ -183,7 +183,7 @@ def run_trace_validation(out=print) -> CheckResult:
 def run_check(selected: list[str] | None = None, workers: int | None = None, out=print) -> tuple[bool, list]:
     selected = list(selected or CHECKS)
     workers = workers or workers_for_machine()
-    out(f"TLC: {check_setup()}; {workers} workers")
+    out(f"TLC: {check_setup(hypothesis='trace' in selected)}; {workers} workers")
     results = []
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="groupcoord-tla-check-"))
@@ -232,7 +232,7 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
 
     workers = workers or workers_for_machine()
     started = time.monotonic()
-    out(f"TLC: {check_setup()}; {workers} workers")
+    out(f"TLC: {check_setup(hypothesis=True)}; {workers} workers")
     work = Path(tempfile.mkdtemp(prefix="groupcoord-tla-mutants-"))
     try:
         dot = work / "graph.dot"

@@ -621,10 +621,6 @@ def run(args, prog: str = "replay_job") -> int:
     except trace_io.TraceError as e:
         print(f"{prog}: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
-    except ImportError as e:
-        print(f"{prog}: error: {e.name or e} is not installed: pip install 'groupcoord[spark]' "
-              f"(or run with --engine plain, which needs only pyarrow)", file=sys.stderr)
-        return 2
     print(format_report(summary))
     return 1 if summary["units_with_findings"] or summary["groups_in_several_files"] else 0
 
@@ -656,7 +652,13 @@ def add_arguments(p: argparse.ArgumentParser, master: str | None = "local[*]") -
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="replay_job", description="Replay a groupcoord trace on Spark.")
     add_arguments(parser, master=None)  # under spark-submit, its --master applies
-    return run(parser.parse_args(argv))
+    try:
+        return run(parser.parse_args(argv))
+    except ImportError as e:
+        package = (e.name or str(e)).split(".")[0]
+        extra = "replay" if package in ("pyarrow", "orjson") else "spark"
+        print(f"replay_job: error: needs {package}: pip install 'groupcoord[{extra}]'", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
