@@ -2,15 +2,34 @@
 
 from __future__ import annotations
 
-import argparse
+import importlib.util
 import os
 import sys
+from pathlib import Path
 
-from groupcoord.adapters.cli.serve import SERVER_COMMANDS, add_server_commands, run_server_command
+from groupcoord.adapters.cli import parsing
+from groupcoord.adapters.cli.extras import missing_from
+from groupcoord.adapters.cli.parsing import Parser, fail
 
 
 def main(argv: list[str] | None = None) -> int:
+    hypothesis_cache_out_of_the_working_directory()
     return quiet_on_broken_pipe(_main, argv)
+
+
+def hypothesis_cache_out_of_the_working_directory() -> None:
+    """kio imports hypothesis when it is installed (the tla and test extras bring it), and that
+    import writes a Unicode table under ``./.hypothesis/``, in whatever directory the command
+    runs in. Point hypothesis at the user's cache instead (before kio is imported)."""
+    if "kio" in sys.modules or importlib.util.find_spec("hypothesis") is None:
+        return
+    try:
+        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    except RuntimeError:  # no home directory
+        return
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    set_hypothesis_home_dir(cache / "groupcoord" / "hypothesis")
 
 
 def quiet_on_broken_pipe(command, argv) -> int:
@@ -26,68 +45,61 @@ def quiet_on_broken_pipe(command, argv) -> int:
         return 1
 
 
-def _main(argv: list[str] | None) -> int:
-    parser = argparse.ArgumentParser(prog="groupcoord", description="Kafka's classic group coordinator.")
+def build_parser() -> Parser:
+    """The whole command tree (tests walk it: every command has its bad-input cases)."""
+    from groupcoord.adapters.cli.serve import add_server_commands
+
+    parser = Parser(prog="groupcoord", description="Kafka's classic group coordinator.")
     sub = parser.add_subparsers(dest="command", required=True)
     add_server_commands(sub)  # serve, groups, offsets
 
     p = sub.add_parser("scenario", help="run conformance scenarios (files or directories)")
-    p.add_argument("paths", nargs="+")
+    p.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     p.add_argument("--quiet", action="store_true", help="print failures only")
     p.add_argument("--trace", metavar="DIR", help="also write each scenario's trace to DIR/<scenario name>/ "
                                                   "(instance scope, for `groupcoord replay`)")
 
     p = sub.add_parser("demo", help="drive simulated members through a rebalance and narrate it")
-    p.add_argument("--members", type=int, default=3)
-    p.add_argument("--partitions", type=int, default=6)
+    p.add_argument("--members", type=parsing.number(int, 2, "a whole number of at least 2"), default=3)
+    p.add_argument("--partitions", type=parsing.number(int, 1, "a whole number of at least 1"), default=6)
 
     p = sub.add_parser("bench", help="benchmarks; JSON lines last")
-    p.add_argument("target", choices=["core", "server", "storage", "replay"])
-    p.add_argument("--quick", action="store_true", help="smaller runs (for smoke tests)")
+    bench = p.add_subparsers(dest="target", required=True)
+    for target, text in (("core", "the coordinator core's throughput"),
+                         ("server", "heartbeats/s and join->Stable latency on loopback (and Tansu's, when installed)"),
+                         ("storage", "acknowledged commits/s and reload time on SQLite and a broker")):
+        q = bench.add_parser(target, help=text)
+        q.add_argument("--quick", action="store_true", help="smaller runs (for smoke tests)")
     from groupcoord.adapters.cli.replay import add_bench_replay_arguments, add_replay_commands
 
-    add_bench_replay_arguments(p)
+    q = bench.add_parser("replay", help="the replay on Spark against the plain replay and the core alone")
+    q.add_argument("--quick", action="store_true", help="smaller runs (for smoke tests)")
+    add_bench_replay_arguments(q)
     add_replay_commands(sub)
     from groupcoord.adapters.cli.tla import add_tla_command
 
-    add_tla_command(sub)  # tla check, tla mutants
+    add_tla_command(sub)  # tla check, tla validate, tla mutants
+    return parser
 
-    args = parser.parse_args(argv)
+
+def _main(argv: list[str] | None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except ImportError as e:  # an optional package met only now (e.g. by a Parquet trace)
+        line = missing_from(e)
+        if line is None:
+            raise
+        return fail(args.prog, line)
+
+
+def _run(args) -> int:
+    from groupcoord.adapters.cli.serve import SERVER_COMMANDS, run_server_command
+
     if args.command in SERVER_COMMANDS:
         return run_server_command(args)
     if args.command == "scenario":
-        from pathlib import Path
-
-        from groupcoord.adapters.conformance.scenarios import run_file, run_file_recorded, scenario_files
-
-        files = scenario_files(args.paths)
-        if not files:
-            print("no scenario files found", file=sys.stderr)
-            return 2
-        if args.trace:
-            if len({f.stem for f in files}) < len(files):
-                print("--trace: two scenarios share a file name; run them separately", file=sys.stderr)
-                return 2
-            try:
-                Path(args.trace).mkdir(parents=True, exist_ok=True)
-            except OSError as e:
-                print(f"--trace: cannot use {args.trace}: {e}", file=sys.stderr)
-                return 2
-        failed = untraced = 0
-        for path in files:
-            if args.trace:
-                result, problem = run_file_recorded(path, Path(args.trace) / path.stem)
-                if problem is not None:
-                    untraced += 1
-                    print(f"no trace for {path}: {problem}", file=sys.stderr)
-            else:
-                result = run_file(path)
-            failed += not result.passed
-            if not (args.quiet and result.passed):
-                print(result.line())
-        traced = f", {len(files) - untraced} traces in {args.trace}" if args.trace else ""
-        print(f"{len(files) - failed} passed, {failed} failed{traced}")
-        return 1 if failed or untraced else 0
+        return _scenario(args)
     if args.command == "tla":
         from groupcoord.adapters.cli.tla import run_tla_command
 
@@ -117,6 +129,41 @@ def _main(argv: list[str] | None) -> int:
 
         return run_core_bench(quick=args.quick)
     return 2
+
+
+def _scenario(args) -> int:
+    from pathlib import Path
+
+    from groupcoord.adapters.conformance.scenarios import run_file, run_file_recorded, scenario_files
+
+    absent = [p for p in args.paths if not Path(p).exists()]
+    if absent:
+        return fail(args.prog, f"{absent[0]}: no such file or directory")
+    files = scenario_files(args.paths)
+    if not files:
+        return fail(args.prog, f"no scenario files (*.json) in {', '.join(args.paths)}")
+    if args.trace:
+        if len({f.stem for f in files}) < len(files):
+            return fail(args.prog, "--trace: two scenarios share a file name; run them separately")
+        try:
+            Path(args.trace).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            return fail(args.prog, f"--trace: cannot use {args.trace}: {e}")
+    failed = untraced = 0
+    for path in files:
+        if args.trace:
+            result, problem = run_file_recorded(path, Path(args.trace) / path.stem)
+            if problem is not None:
+                untraced += 1
+                print(f"no trace for {path}: {problem}", file=sys.stderr)
+        else:
+            result = run_file(path)
+        failed += not result.passed
+        if not (args.quiet and result.passed):
+            print(result.line())
+    traced = f", {len(files) - untraced} traces in {args.trace}" if args.trace else ""
+    print(f"{len(files) - failed} passed, {failed} failed{traced}")
+    return 1 if failed or untraced else 0
 
 
 if __name__ == "__main__":

@@ -9,10 +9,18 @@ groupcoord.adapters.cli.replay ...`` runs the same commands on their own.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
+from pathlib import Path
+
+from groupcoord.adapters.cli.extras import java_missing, missing_from, needs
+from groupcoord.adapters.cli.parsing import Parser, fail, number, one_of
 
 COMMANDS = ("simulate", "timeline", "replay", "inject-faults")
+ENGINES = ("plain", "spark", "core")
+
+_count = number(int, 1, "a whole number of at least 1")
+_positive_seconds = number(float, 0.001, "seconds, at least 0.001")
+_rate = number(float, 0, "a number of at least 0")
 
 
 def add_replay_commands(sub) -> None:
@@ -27,7 +35,7 @@ def add_replay_commands(sub) -> None:
                    help="seconds of each group's life (default: %(default)s)")
     p.add_argument("--incidents", type=_rate, default=2.0, help="incidents per group-minute (default: %(default)s)")
     p.add_argument("--format", choices=["parquet", "jsonl"], default="parquet",
-                   help="trace file format (default: %(default)s)")
+                   help="trace file format (default: %(default)s; parquet needs the replay extra)")
     p.add_argument("--jobs", type=_count, default=1,
                    help="processes (default: %(default)s); the records and their order do not depend on it, "
                         "but how many part files they are split into does")
@@ -37,7 +45,8 @@ def add_replay_commands(sub) -> None:
     p = sub.add_parser("timeline", help="draw one group of a trace over time (PNG or HTML)")
     p.add_argument("trace", help="a group-scoped trace directory or file (as written by simulate)")
     p.add_argument("--group", required=True, help="the group id to draw, e.g. group-000003")
-    p.add_argument("--out", required=True, type=_timeline_out, help="FILE.png or FILE.html")
+    p.add_argument("--out", required=True, type=_timeline_out,
+                   help="FILE.png (needs the replay extra: matplotlib) or FILE.html")
 
     p = sub.add_parser("replay", help="replay a trace through the core and check it (Spark or plain)")
     from groupcoord.adapters.replay.job import add_arguments
@@ -49,20 +58,9 @@ def add_replay_commands(sub) -> None:
     p = sub.add_parser("inject-faults", help="copy a group-scoped trace with faults injected (for demos)")
     p.add_argument("trace", help="the group-scoped trace to copy (it is not changed)")
     p.add_argument("--out", required=True, help="directory for the copy, outside the trace")
-    p.add_argument("--faults", default=None,
+    p.add_argument("--faults", default=None, type=one_of(FAULTS, "faults"),
                    help=f"comma-separated subset of the known faults, each into its own group "
                         f"(default: all of {', '.join(FAULTS)})")
-
-
-def _number(text: str, kind, minimum, what: str):
-    """An argparse value of type ``kind`` at least ``minimum`` (finite), with a message saying so."""
-    try:
-        x = kind(text)
-    except ValueError:
-        x = None
-    if x is None or not (math.isfinite(x) and x >= minimum):
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-    return x
 
 
 def _timeline_out(text: str) -> str:
@@ -75,23 +73,11 @@ def _timeline_out(text: str) -> str:
     return text
 
 
-def _count(text: str) -> int:
-    return _number(text, int, 1, "a whole number of at least 1")
-
-
-def _positive_seconds(text: str) -> float:
-    return _number(text, float, 0.001, "seconds, at least 0.001")
-
-
-def _rate(text: str) -> float:
-    return _number(text, float, 0, "a number of at least 0")
-
-
 def add_bench_replay_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--records", type=int, default=10_000_000, help="replay: trace records to simulate")
-    p.add_argument("--groups", type=int, default=100_000, help="replay: groups")
+    p.add_argument("--records", type=_count, default=10_000_000, help="replay: trace records to simulate")
+    p.add_argument("--groups", type=_count, default=100_000, help="replay: groups")
     p.add_argument("--trace", default=None, help="replay: use this trace instead of simulating one")
-    p.add_argument("--engines", default="plain,spark,core",
+    p.add_argument("--engines", default=ENGINES, type=one_of(ENGINES, "engines"),
                    help="replay: any of plain,spark,core (core: the coordinator alone, one CPU)")
     p.add_argument("--workdir", default=None, help="replay: where simulated traces are cached")
 
@@ -99,14 +85,41 @@ def add_bench_replay_arguments(p: argparse.ArgumentParser) -> None:
 def run_bench_replay(args) -> int:
     from groupcoord.adapters.bench.replay import DEFAULT_WORKDIR, run_replay_bench
 
+    prog = getattr(args, "prog", "groupcoord bench replay")
+    if args.trace is not None and not Path(args.trace).exists():
+        return fail(prog, f"--trace {args.trace}: no such file or directory")
+    problem = needs(("pyarrow", "the benchmark's traces are Parquet"))
+    if problem is None and "spark" in args.engines:
+        problem = needs(("pyspark", "the spark engine"), ("pandas", "the spark engine"), extra="spark") \
+            or java_missing("Spark", "--engines plain,core")
+    if problem:
+        return fail(prog, problem)
     return run_replay_bench(records=args.records, groups=args.groups, trace=args.trace,
-                            workdir=args.workdir or DEFAULT_WORKDIR, quick=args.quick,
-                            engines=tuple(e for e in args.engines.split(",") if e))
+                            workdir=args.workdir or DEFAULT_WORKDIR, quick=args.quick, engines=tuple(args.engines))
+
+
+def _missing_before_start(args) -> str | None:
+    """What an optional package the command will need is missing, found before it starts."""
+    if args.command == "simulate" and args.format == "parquet":
+        return needs(("pyarrow", "Parquet traces; or --format jsonl"))
+    if args.command == "timeline" and args.out.lower().endswith(".png"):
+        return needs(("matplotlib", "PNG timelines; or --out FILE.html"))
+    if args.command == "replay" and args.engine == "plain":
+        return needs(("pyarrow", "the plain replay"))
+    if args.command == "replay":
+        return needs(("pyspark", "the replay on Spark; or --engine plain"), ("pandas", "the replay on Spark"),
+                     ("pyarrow", "the replay on Spark"), extra="spark") \
+            or java_missing("Spark", "--engine plain")
+    return None
 
 
 def run_replay_command(args) -> int:
     from groupcoord.adapters.replay.trace_files import TraceError
 
+    prog = getattr(args, "prog", f"groupcoord {args.command}")
+    problem = _missing_before_start(args)
+    if problem:
+        return fail(prog, problem)
     try:
         if args.command == "simulate":
             from groupcoord.adapters.sim.simulator import format_summary, simulate
@@ -125,45 +138,39 @@ def run_replay_command(args) -> int:
         if args.command == "replay":
             from groupcoord.adapters.replay.job import run
 
-            return run(args)
+            return run(args, prog=prog)
         if args.command == "inject-faults":
-            return _inject_faults(args)
+            return _inject_faults(args, prog)
     except TraceError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except ImportError as e:
-        print(f"error: {e.name or e} is not installed (Parquet traces need pyarrow, timelines as PNG "
-              f"matplotlib): pip install 'groupcoord[replay]', or use JSON Lines / HTML", file=sys.stderr)
-        return 2
+        return fail(prog, e)
+    except ImportError as e:  # an optional package met only now (e.g. by a Parquet trace)
+        line = missing_from(e)
+        if line is None:
+            raise
+        return fail(prog, line)
     return 2
 
 
-def _inject_faults(args) -> int:
+def _inject_faults(args, prog: str) -> int:
     from groupcoord.adapters.replay.faults import FAULTS, FaultError, inject
 
-    chosen = tuple(f for f in args.faults.split(",") if f) if args.faults else FAULTS
-    unknown = set(chosen) - set(FAULTS)
-    if unknown or not chosen:
-        print(f"error: unknown faults {sorted(unknown)}; known: {', '.join(FAULTS)}", file=sys.stderr)
-        return 2
     try:
-        injected = inject(args.trace, args.out, chosen)
+        injected = inject(args.trace, args.out, args.faults or FAULTS)
     except FaultError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return fail(prog, e)
     for gid, fault in injected.items():
         print(f"{gid}\t{fault}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="groupcoord", description="trace tools")
+    parser = Parser(prog="groupcoord", description="trace tools")
     sub = parser.add_subparsers(dest="command", required=True)
     add_replay_commands(sub)
     p = sub.add_parser("bench", help="benchmarks")
-    p.add_argument("target", choices=["replay"])
-    p.add_argument("--quick", action="store_true")
-    add_bench_replay_arguments(p)
+    q = p.add_subparsers(dest="target", required=True).add_parser("replay", help="the replay benchmark")
+    q.add_argument("--quick", action="store_true")
+    add_bench_replay_arguments(q)
     args = parser.parse_args(argv)
     if args.command == "bench":
         return run_bench_replay(args)

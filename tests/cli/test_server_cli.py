@@ -124,11 +124,15 @@ def test_bad_configuration_is_refused(args, message):
     assert message in result.stderr
 
 
-def test_the_port_in_use_is_reported():
+def test_the_port_in_use_is_reported(tmp_path):
     server = ServerProcess()
     try:
-        result = cli("serve", "--port", str(server.port), "--log-format", "json", "--storage", "memory", timeout=30)
-        assert result.returncode == 1 and "cannot_listen" in result.stderr
+        result = cli("serve", "--port", str(server.port), "--log-format", "json", "--data-dir", str(tmp_path / "d"),
+                     timeout=30)
+        assert result.returncode == 2
+        assert result.stderr == f"groupcoord serve: error: cannot listen on 127.0.0.1:{server.port}: " \
+                                f"Address already in use\n"
+        assert not (tmp_path / "d").exists()  # refused before the store is opened
     finally:
         server.stop()
 
@@ -202,7 +206,7 @@ def test_admin_commands_list_describe_reset_delete(server):
 
 def test_admin_commands_report_an_unreachable_broker():
     out = cli("groups", "list", "--bootstrap-server", "127.0.0.1:1", "--timeout", "2")
-    assert out.returncode == 1 and out.stderr.startswith("error:")
+    assert out.returncode == 1 and out.stderr.startswith("groupcoord groups list: error: cannot reach")
 
 
 def test_the_groupcoord_command_has_the_server_commands():
