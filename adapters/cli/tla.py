@@ -113,7 +113,9 @@ def run_graph_check(dot: Path, stop_at_first: bool = False) -> CheckResult:
     res = check_graph(graph, model, stop_at_first=stop_at_first)
     r = CheckResult("graph-check", res.ok, time.monotonic() - started)
     r.data.update(nodes=res.nodes, edges=res.edges, inputs=res.inputs, matched=res.matched,
-                  unsound=len(res.unsound), missing=len(res.missing), first=(res.unsound + res.missing)[:1])
+                  unsound=len(res.unsound), missing=len(res.missing),
+                  first=(res.unsound + res.missing
+                         + [f"table edge {s} -> {t} taken by no core step" for s, t in res.uncovered])[:1])
     r.lines.append(res.summary())
     r.lines.extend("  " + line for line in res.coverage())
     for x in (res.unsound[:3] + res.missing[:3]):

@@ -234,7 +234,7 @@ def check_graph(graph: Graph, model: Model, stop_at_first: bool = False, limit: 
                 break
 
     for key, fp in classes.items():
-        if stop_at_first and not res.ok:
+        if stop_at_first and (res.unsound or res.missing):
             break
         s = states.value(fp)
         targets = {states.value(t): t for t in graph.succ.get(fp, ())}

@@ -78,9 +78,9 @@ MUTANTS: list[Mutant] = [
                "        g.generation_id += 1", "        g.generation_id += 0 if g.generation_id == 0 else 1"),)),)),
     Mutant("heartbeat-empty-none", "heartbeats in Empty answered NONE", "issue #3 list",
            core=(("_heartbeat", ((
-               "        elif group.state is DEAD:\n            error = Error.COORDINATOR_NOT_AVAILABLE",
-               "        elif group.state is EMPTY:\n            error = NONE\n"
-               "        elif group.state is DEAD:\n            error = Error.COORDINATOR_NOT_AVAILABLE"),)),)),
+               "        if group is None:\n            error = Error.UNKNOWN_MEMBER_ID\n        else:",
+               "        if group is None:\n            error = Error.UNKNOWN_MEMBER_ID\n"
+               "        elif group.state is EMPTY:\n            error = NONE\n        else:"),)),)),
     Mutant("follower-assignment-accepted", "a follower's assignment accepted (written as the group's)",
            "issue #3 list",
            core=(("_sync", ((
