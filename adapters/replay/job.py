@@ -18,7 +18,10 @@ that no group spans files, each process takes whole files and replays them one a
 otherwise each takes the groups of a hash of the group id, from all files).
 
 The module runs under ``spark-submit`` too: ``spark-submit adapters/replay/job.py TRACE --out
-REPORT`` (ship groupcoord with ``--py-files`` on a cluster).
+REPORT`` (ship groupcoord with ``--py-files`` on a cluster). spark-submit runs the driver
+with ``PYSPARK_PYTHON`` (else the ``python3`` on PATH), which must have groupcoord::
+
+    PYSPARK_PYTHON=.venv/bin/python .venv/bin/spark-submit adapters/replay/job.py TRACE --out REPORT
 
 A trace may hold several recordings (``trace_files.recordings``: the files under each
 ``meta.json``, e.g. one per scenario from ``groupcoord scenario --trace DIR``); each is
@@ -29,6 +32,10 @@ with ``row_kind`` "finding", one per group with a problem, "task", one per task 
 recording with totals, or "unit", one per group replayed, where the manifest promises that
 no group spans files, so a group found in two files is reported; every row names its
 ``recording``), ``summary.json`` and ``summary.txt``. Exit status 1 when anything was found.
+
+What reaches the terminal: a line at once on stderr, then Spark's warnings only (its log4j2
+configuration at WARN: ``LOG4J2_PROPERTIES``), a line per long stage (``StageProgress``) and
+the summary last on stdout.
 """
 
 from __future__ import annotations
@@ -239,33 +246,150 @@ def replay_files(batches: Iterator, options: list[dict]) -> Iterator:
 
 # ------------------------------------------------------------------ Spark
 
+# Spark's own logging at WARN (spark_session, unless verbose): the driver JVM reads this
+# log4j2 configuration from its start (Spark's default profile prints a banner and, under
+# spark-submit, INFO lines); the Hadoop native-library notice is dropped.
+LOG4J2_PROPERTIES = """\
+status = error
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark %p %c{1}: %m%n%ex
+logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader
+logger.nativecode.level = error
+"""
+
+
+def log4j2_file() -> str:
+    """A file holding LOG4J2_PROPERTIES (one per user, rewritten when it differs)."""
+    import tempfile
+
+    path = Path(tempfile.gettempdir()) / f"groupcoord-log4j2-{os.getuid()}.properties"
+    try:
+        current = path.read_text()
+    except OSError:
+        current = None
+    if current != LOG4J2_PROPERTIES:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(LOG4J2_PROPERTIES)
+        os.replace(tmp, path)
+    return str(path)
+
+
+def _quiet_jvm(jvm) -> bool:
+    """LOG4J2_PROPERTIES in a JVM already running (spark-submit's), before the SparkContext
+    starts and logs its INFO lines. Spark reloads its default profile when a context starts
+    if it loaded it before (spark-submit did): that flag is cleared and Spark's own logger
+    context pointed at LOG4J2_PROPERTIES. Spark internals: False when they are not there
+    (then ``spark.log.level`` does what it can, from just after the context's first lines)."""
+    try:
+        spark_logging = getattr(getattr(jvm.org.apache.spark.internal, "Logging$"), "MODULE$")
+        getattr(spark_logging, "org$apache$spark$internal$Logging$$defaultSparkLog4jConfig_$eq")(False)
+        context = jvm.org.apache.logging.log4j.LogManager.getContext(
+            jvm.org.apache.spark.util.Utils.getSparkClassLoader(), False)
+        context.setConfigLocation(jvm.java.net.URI.create(Path(log4j2_file()).as_uri()))
+        return True
+    except Exception:  # py4j's errors: another Spark
+        return False
+
 
 def spark_session(master: str | None = "local[*]", app: str = "groupcoord-replay", partitions: int | None = None,
-                  extra: dict | None = None):
+                  extra: dict | None = None, verbose: bool = False):
     """A SparkSession set up for replay (the Python workers run this interpreter). ``master``
-    None leaves it to spark-submit."""
+    None leaves it to spark-submit. Spark logs at WARN unless ``verbose`` (then as Spark's
+    defaults say, with its console progress bar)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
+    extra = dict(extra or {})
+    if not verbose:
+        if os.environ.get("PYSPARK_GATEWAY_PORT"):  # under spark-submit: its JVM is up already
+            SparkContext._ensure_initialized()
+            if not _quiet_jvm(SparkContext._jvm):
+                extra.setdefault("spark.log.level", "WARN")
+        else:  # the JVM starts with the session: it reads the configuration from the start
+            extra.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j2_file()}")
     builder = SparkSession.builder.appName(app)
     if master:
         builder = builder.master(master)
     builder = (builder
                .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.ui.showConsoleProgress", "true" if verbose else "false")
                .config("spark.sql.adaptive.coalescePartitions.enabled", "false")
                .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
                .config("spark.python.worker.reuse", "true")
                .config("spark.driver.memory", os.environ.get("GROUPCOORD_SPARK_DRIVER_MEMORY", "4g")))
     if partitions:
         builder = builder.config("spark.sql.shuffle.partitions", str(partitions))
-    for k, v in (extra or {}).items():
+    for k, v in extra.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    if not verbose:
+        spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+class StageProgress:
+    """A line on ``out`` (stderr) for each Spark stage that runs longer than ``after`` seconds:
+    ``spark: stage 3: 5/8 tasks done (12 s), replaying TRACE``, again every ``every`` seconds
+    while it runs and once when it ends. Polls the status tracker from a daemon thread; use
+    as a context manager. ``what`` names the work under way (set it between jobs)."""
+
+    def __init__(self, tracker, out=None, after: float = 2.0, every: float = 10.0, poll: float = 0.5,
+                 clock=time.monotonic) -> None:
+        import threading
+
+        self.tracker, self.out = tracker, out or sys.stderr
+        self.after, self.every, self.poll, self.clock = after, every, poll, clock
+        self.what = ""
+        self._seen: dict[int, float] = {}  # stage -> first seen
+        self._told: dict[int, float] = {}  # stage -> last line
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="groupcoord-spark-progress", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(5)
+        self.check(final=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll):
+            try:
+                self.check()
+            except Exception:  # the JVM going away at the end: nothing more to say
+                return
+
+    def check(self, final: bool = False) -> None:
+        """One look at the running stages (the thread calls it every ``poll`` seconds)."""
+        now = self.clock()
+        active = set() if final else set(self.tracker.getActiveStageIds())
+        for stage in sorted(active):
+            info = self.tracker.getStageInfo(stage)
+            if info is None:
+                continue
+            first = self._seen.setdefault(stage, now)
+            told = self._told.get(stage)
+            if now - first >= self.after and (told is None or now - told >= self.every):
+                self._say(stage, f"{info.numCompletedTasks}/{info.numTasks} tasks done", now - first)
+                self._told[stage] = now
+        for stage in [s for s in self._seen if s not in active]:
+            first = self._seen.pop(stage)
+            if self._told.pop(stage, None) is not None:
+                self._say(stage, "finished", now - first)
+
+    def _say(self, stage: int, what: str, seconds: float) -> None:
+        print(f"spark: stage {stage}: {what} ({seconds:.0f} s){', ' + self.what if self.what else ''}",
+              file=self.out, flush=True)
 
 
 @contextlib.contextmanager
@@ -352,7 +476,7 @@ def check_trace(path: str) -> list:
 
 
 def spark_replay(spark, path: str, out: str, *, partitions: int | None = None, invariants: bool = True,
-                 sample: int = 20, recordings: list | None = None) -> dict:
+                 sample: int = 20, recordings: list | None = None, progress: "StageProgress | None" = None) -> dict:
     """Replay ``path`` with ``spark``; write the report to ``out``; return the summary. Each
     recording (``trace_files.recordings``) is replayed with its own manifest: the files of
     instance-scoped recordings in one job (each file on its own), each group-scoped recording
@@ -367,18 +491,25 @@ def spark_replay(spark, path: str, out: str, *, partitions: int | None = None, i
     options = [recording_options(r, invariants) for r in recs]
     whole_file_recordings = []
 
+    def doing(what: str) -> None:
+        if progress is not None:
+            progress.what = what
+
     if instance:
         files = [(str(f), k) for k, r in instance for f in r.files]
+        doing(f"replaying {len(instance)} instance-scoped recording{'s' if len(instance) > 1 else ''}")
         paths = spark.createDataFrame(files, "path string, recording int").repartition(min(n, len(files)))
         paths.mapInArrow(lambda it: replay_files(it, options), RESULT_SCHEMA).write.mode("append").parquet(
             findings_path)
     for k, r in enumerate(recs):
         if r.scope == "instance":
             continue
+        doing(f"replaying {r.name}")
         whole = _spark_group_recording(spark, r, options[k], n, findings_path)
         if whole:
             whole_file_recordings.append(r.name)
     seconds = time.perf_counter() - started
+    doing("summing up the report")
     with _shuffle_partitions(spark, spark.sparkContext.defaultParallelism):  # a few rows: not 200 tasks
         return _spark_summary(spark, path, out_path, recs, findings_path, seconds, whole_file_recordings, sample, n)
 
@@ -729,9 +860,18 @@ def _around_difference(expected: str | None, actual: str | None, n: int = 400) -
     return cut(expected), cut(actual)
 
 
+def _say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def _describe(recs: list) -> str:
+    files = sum(len(r.files) for r in recs)
+    return (f"{len(recs)} recording{'s' if len(recs) > 1 else ''}, {files} file{'s' if files > 1 else ''}")
+
+
 def run(args) -> int:
     """The command: inputs checked first (one line and exit 2 on a problem, before Spark
-    starts), the summary on stdout."""
+    starts), a line on stderr at once and per long stage, the summary last on stdout."""
     from groupcoord.adapters.replay.trace_files import TraceError
 
     out = args.out or default_report(args.path)
@@ -746,20 +886,35 @@ def run(args) -> int:
             summary = plain_replay(args.path, out, processes=args.processes, invariants=not args.no_invariants,
                                    recordings=recs)
         else:
-            spark = spark_session(args.master, partitions=args.partitions)
+            master = args.master or "the master spark-submit gives"
+            if "PYSPARK_GATEWAY_PORT" in os.environ:  # spark-submit started the JVM
+                _say(f"replay {args.path}: {_describe(recs)}; starting the Spark context ({master})...")
+            else:
+                _say(f"replay {args.path}: {_describe(recs)}; starting Spark {master} (the JVM takes a few "
+                     f"seconds)...")
+            started = time.monotonic()
+            spark = spark_session(args.master, partitions=args.partitions, verbose=args.verbose)
             try:
-                summary = spark_replay(spark, args.path, out, partitions=args.partitions,
-                                       invariants=not args.no_invariants, recordings=recs)
+                _say(f"Spark {spark.sparkContext.master} up in {time.monotonic() - started:.1f} s; replaying...")
+                with StageProgress(spark.sparkContext.statusTracker()) as progress:
+                    summary = spark_replay(spark, args.path, out, partitions=args.partitions,
+                                           invariants=not args.no_invariants, recordings=recs, progress=progress)
             finally:
                 spark.stop()
     except TraceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except ImportError as e:
+        hint = ("" if "PYSPARK_GATEWAY_PORT" not in os.environ else
+                f"; under spark-submit this is {sys.executable}: name the Python that has groupcoord with "
+                f"PYSPARK_PYTHON=.venv/bin/python")
         print(f"error: {e.name or e} is not installed: pip install 'groupcoord[spark]' "
-              f"(or run with --engine plain, which needs only pyarrow)", file=sys.stderr)
+              f"(or run with --engine plain, which needs only pyarrow){hint}", file=sys.stderr)
         return 2
-    print(format_report(summary))
+    sys.stderr.flush()
+    if args.engine != "plain":
+        print(f"{'=' * 30} replay summary {'=' * 30}")
+    print(format_report(summary), flush=True)
     return 1 if summary["units_with_findings"] or summary["groups_in_several_files"] else 0
 
 
@@ -769,7 +924,9 @@ def add_arguments(p: argparse.ArgumentParser, master: str | None = "local[*]") -
         "after every step. TRACE is what `simulate --out`, `scenario --trace` or `serve --trace` wrote: a "
         "directory or a single trace file. Each recording in it (the files under one meta.json) is replayed "
         "on its own with its manifest's settings, and reported on its own. The trace is checked before Spark "
-        "starts (a missing or unreadable one: one line, exit 2). Writes only the report directory (--out): findings.parquet (one row per unit with a finding, per "
+        "starts (a missing or unreadable one: one line, exit 2). Spark logs at WARN (--verbose: as Spark "
+        "says); stages running longer than 2 s report progress on stderr; the summary comes last, on stdout. "
+        "Writes only the report directory (--out): findings.parquet (one row per unit with a finding, per "
         "task and recording with totals), summary.json (the summary, every recording listed) and summary.txt "
         "(the summary as printed); an old report there is replaced. Exit 1 on any finding, 2 when the trace "
         "cannot be read.")
@@ -785,6 +942,8 @@ def add_arguments(p: argparse.ArgumentParser, master: str | None = "local[*]") -
                    help="report directory (default: TRACE-report beside the trace, for a file or a directory "
                         "alike); never inside a trace directory")
     p.add_argument("--no-invariants", action="store_true", help="compare outputs only (faster)")
+    p.add_argument("--verbose", action="store_true",
+                   help="Spark's own logging and console progress bar as Spark's defaults have them")
 
 
 def main(argv: list[str] | None = None) -> int:
