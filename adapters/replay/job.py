@@ -350,6 +350,7 @@ class StageProgress:
         self.what = ""
         self._seen: dict[int, float] = {}  # stage -> first seen
         self._told: dict[int, float] = {}  # stage -> last line
+        self._what: dict[int, str] = {}  # stage -> the work under way when it was first seen
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="groupcoord-spark-progress", daemon=True)
 
@@ -378,18 +379,21 @@ class StageProgress:
             if info is None:
                 continue
             first = self._seen.setdefault(stage, now)
+            self._what.setdefault(stage, self.what)
             told = self._told.get(stage)
             if now - first >= self.after and (told is None or now - told >= self.every):
-                self._say(stage, f"{info.numCompletedTasks}/{info.numTasks} tasks done", now - first)
+                self._say(stage, f"{info.numCompletedTasks}/{info.numTasks} tasks done", now - first,
+                          self._what[stage])
                 self._told[stage] = now
         for stage in [s for s in self._seen if s not in active]:
             first = self._seen.pop(stage)
+            what = self._what.pop(stage, self.what)
             if self._told.pop(stage, None) is not None:
-                self._say(stage, "finished", now - first)
+                self._say(stage, "finished", now - first, what)
 
-    def _say(self, stage: int, what: str, seconds: float) -> None:
-        print(f"spark: stage {stage}: {what} ({seconds:.0f} s){', ' + self.what if self.what else ''}",
-              file=self.out, flush=True)
+    def _say(self, stage: int, state: str, seconds: float, what: str) -> None:
+        print(f"spark: stage {stage}: {state} ({seconds:.0f} s){', ' + what if what else ''}", file=self.out,
+              flush=True)
 
 
 @contextlib.contextmanager
@@ -896,7 +900,9 @@ def run(args) -> int:
             spark = spark_session(args.master, partitions=args.partitions, verbose=args.verbose)
             try:
                 _say(f"Spark {spark.sparkContext.master} up in {time.monotonic() - started:.1f} s; replaying...")
-                with StageProgress(spark.sparkContext.statusTracker()) as progress:
+                # --verbose: Spark's own console progress bar instead
+                with (contextlib.nullcontext() if args.verbose
+                      else StageProgress(spark.sparkContext.statusTracker())) as progress:
                     summary = spark_replay(spark, args.path, out, partitions=args.partitions,
                                            invariants=not args.no_invariants, recordings=recs, progress=progress)
             finally:
@@ -943,7 +949,8 @@ def add_arguments(p: argparse.ArgumentParser, master: str | None = "local[*]") -
                         "alike); never inside a trace directory")
     p.add_argument("--no-invariants", action="store_true", help="compare outputs only (faster)")
     p.add_argument("--verbose", action="store_true",
-                   help="Spark's own logging and console progress bar as Spark's defaults have them")
+                   help="Spark's own logging and console progress bar, as Spark's defaults (or your SPARK_CONF_DIR) "
+                        "have them")
 
 
 def main(argv: list[str] | None = None) -> int:
