@@ -56,8 +56,12 @@ def build_parser() -> Parser:
     p = sub.add_parser("scenario", help="run conformance scenarios (files or directories)")
     p.add_argument("paths", nargs="+", metavar="FILE_OR_DIR")
     p.add_argument("--quiet", action="store_true", help="print failures only")
-    p.add_argument("--trace", metavar="DIR", help="also write each scenario's trace to DIR/<scenario name>/ "
-                                                  "(instance scope, for `groupcoord replay`)")
+    p.add_argument("--trace", metavar="DIR",
+                   help="also record what each scenario's coordinator did: DIR/<scenario file name>/recording.jsonl "
+                        "(the trace, instance scope: spec/trace-format.md) and DIR/<scenario file name>/meta.json "
+                        "(its manifest: scope and the scenario's coordinator settings); files already there are "
+                        "replaced. `groupcoord replay DIR`, `tla validate DIR` and `timeline DIR` take each "
+                        "scenario's recording on its own")
 
     p = sub.add_parser("demo", help="drive simulated members through a rebalance and narrate it")
     p.add_argument("--members", type=parsing.number(int, 2, "a whole number of at least 2"), default=3)

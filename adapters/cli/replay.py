@@ -30,7 +30,11 @@ def add_replay_commands(sub) -> None:
                    help="members per group, varying by +-1 (default: %(default)s)")
     p.add_argument("--seed", type=int, default=1,
                    help="the same seed gives the same trace records (default: %(default)s)")
-    p.add_argument("--out", required=True, help="trace directory to write")
+    p.add_argument("--out", required=True,
+                   help="trace directory to write (created; its old part files are removed): part-NNNNN.parquet "
+                        "(or .jsonl with --format jsonl) holding whole groups, meta.json (the trace's manifest: "
+                        "group scope, the coordinator settings, the generator's arguments) and summary.json (the "
+                        "numbers printed at the end)")
     p.add_argument("--duration", type=_positive_seconds, default=120.0,
                    help="seconds of each group's life (default: %(default)s)")
     p.add_argument("--incidents", type=_rate, default=2.0, help="incidents per group-minute (default: %(default)s)")
@@ -43,10 +47,12 @@ def add_replay_commands(sub) -> None:
                    help="progress bar on stderr (default: when stderr is a terminal)")
 
     p = sub.add_parser("timeline", help="draw one group of a trace over time (PNG or HTML)")
-    p.add_argument("trace", help="a group-scoped trace directory or file (as written by simulate)")
+    p.add_argument("trace", help="a trace directory or file, as simulate, scenario --trace or serve --trace write "
+                                 "it; the group must be in one of its recordings (else the error names them)")
     p.add_argument("--group", required=True, help="the group id to draw, e.g. group-000003")
     p.add_argument("--out", required=True, type=_timeline_out,
-                   help="FILE.png (needs the replay extra: matplotlib) or FILE.html")
+                   help="the one file written: FILE.png (needs the replay extra: matplotlib) or FILE.html "
+                        "(a page with an SVG), replaced if it exists")
 
     p = sub.add_parser("replay", help="replay a trace through the core and check it (Spark or plain)")
     from groupcoord.adapters.replay.job import add_arguments
@@ -57,7 +63,9 @@ def add_replay_commands(sub) -> None:
 
     p = sub.add_parser("inject-faults", help="copy a group-scoped trace with faults injected (for demos)")
     p.add_argument("trace", help="the group-scoped trace to copy (it is not changed)")
-    p.add_argument("--out", required=True, help="directory for the copy, outside the trace")
+    p.add_argument("--out", required=True,
+                   help="directory for the copy, outside the trace: the trace's files (faulty where a fault went) "
+                        "and a copy of its meta.json when it has one")
     p.add_argument("--faults", default=None, type=one_of(FAULTS, "faults"),
                    help=f"comma-separated subset of the known faults, each into its own group "
                         f"(default: all of {', '.join(FAULTS)})")

@@ -70,7 +70,13 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
                    help="session timeout in that group: how long until a dead coordinator's partitions "
                         "move to a survivor, and the lease after which a cut-off one stops serving "
                         "(default 10000)")
-    p.add_argument("--trace", metavar="PATH", help="record every event and command (trace format v1, JSON lines)")
+    p.add_argument("--trace", metavar="PATH",
+                   help="record every event and command the coordinator handles (spec/trace-format.md, one "
+                        "instance-scoped recording): to PATH itself when it ends in .jsonl (or .parquet, complete "
+                        "at shutdown), else to PATH/trace-<start ms>.jsonl (the directory is created; one file "
+                        "per run); and meta.json beside it, the trace's manifest (scope 'instance', the "
+                        "coordinator settings in force, replaced at each start and at shutdown). Read by "
+                        "`groupcoord replay`, `tla validate` and `timeline`, given PATH or its directory")
     p.add_argument("--log-format", choices=["text", "json"], default="text", help="log lines on stderr")
     p.add_argument("--event-loop", choices=["auto", "asyncio", "uvloop"], default="auto",
                    help="auto: uvloop when it is installed (faster), else asyncio's own")

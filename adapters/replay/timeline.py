@@ -81,12 +81,16 @@ def _partitions_label(assignment: bytes) -> str:
     return " ".join(f"{t.rsplit('-', 1)[-1]}{','.join(map(str, sorted(ps)))}" for t, ps in sorted(by_topic.items())) or "-"
 
 
-def build_timeline(records, group_id: str, config) -> Timeline:
-    """The model, from a group's records (sorted by seq) in group scope."""
-    records = sorted(records, key=lambda r: r["seq"])
-    if not records:
+def build_timeline(records, group_id: str, config, in_order: bool = False) -> Timeline:
+    """The model, from a group's records (sorted by seq) in group scope, or (``in_order``)
+    from every record of one coordinator's recording in written order (instance scope: the
+    other groups' and group-less inputs run through the same core; the picture spans the
+    group's own records)."""
+    records = list(records) if in_order else sorted(records, key=lambda r: r["seq"])
+    own = [r for r in records if r["group_id"] == group_id]
+    if not own:
         raise ValueError(f"no records of group {group_id!r}")
-    tl = Timeline(group_id, records[0]["ts_ms"], records[-1]["ts_ms"])
+    tl = Timeline(group_id, own[0]["ts_ms"], own[-1]["ts_ms"])
     coordinator = None
     lanes: dict[str, Lane] = {}
     present: dict[str, int] = {}
@@ -114,18 +118,20 @@ def build_timeline(records, group_id: str, config) -> Timeline:
         now = event.now_ms
         if isinstance(event, ev.LoadPartition):
             if starts_instance(coordinator, event.partition):
-                if coordinator is not None:
+                if coordinator is not None and tl.start <= now <= tl.end:
                     tl.failovers.append(now)
                 coordinator = Coordinator(config)
         if coordinator is None:
             continue
-        if isinstance(event, ev.Request):
-            requests[event.request_id] = event
+        if isinstance(event, ev.Request) and getattr(event, "group_id", None) == group_id:
+            requests[event.request_id] = event  # this group's: the answers marked in its lanes
         commands = coordinator.handle(event)
         for c in commands:
             if type(c) is Respond:
                 req = requests.pop(c.request_id, None)
                 resp = c.response
+                if req is None:
+                    continue
                 if isinstance(req, ev.JoinGroup) and isinstance(resp, JoinGroupResponse) and resp.member_id:
                     name = req.group_instance_id or req.client_id
                     lane(resp.member_id, name)
@@ -138,7 +144,7 @@ def build_timeline(records, group_id: str, config) -> Timeline:
                 elif getattr(resp, "error_code", None) in (Error.UNKNOWN_MEMBER_ID, Error.FENCED_INSTANCE_ID) and \
                         req is not None and getattr(req, "member_id", "") in lanes:
                     lanes[req.member_id].marks.append((now, "fenced", f"{type(req).__name__}: {resp.error_code.name}"))
-        if isinstance(event, ev.TimerFired) and event.key[0] == "heartbeat":
+        if isinstance(event, ev.TimerFired) and event.key[0] == "heartbeat" and event.key[2] == group_id:
             mid = event.key[3]
             group = coordinator.group(group_id)
             # only a member this timer removed: stale timers of members gone already still fire
@@ -187,16 +193,39 @@ def build_timeline(records, group_id: str, config) -> Timeline:
 
 
 def load_timeline(trace: str, group_id: str) -> Timeline:
+    """The group's timeline from the one recording of ``trace`` that holds it: a group-scoped
+    recording (the group's records), or one file of an instance-scoped recording (a shared
+    coordinator's, replayed whole in written order). TraceError when no recording, or more
+    than one, holds the group (then naming them: pass one of them)."""
     from groupcoord.adapters.replay import trace_files as trace_io
 
-    meta = trace_io.read_manifest(trace)
-    if meta.get("scope", "group") != "group":
-        raise trace_io.TraceError(f"{trace}: timelines need a group-scoped trace (this one is {meta['scope']!r})")
-    records = list(trace_io.read_records(trace, group_id=group_id))
-    if not records:
-        known = trace_io.group_ids(trace, limit=5)
-        raise trace_io.TraceError(f"{trace}: no records of group {group_id!r} (groups include {known})")
-    return build_timeline(records, group_id, trace_io.coordinator_config(meta))
+    holding = []  # (recording, files)
+    known: list[str] = []
+    for rec in trace_io.recordings(trace):
+        if rec.scope == "group":
+            ids = trace_io.group_ids(rec.name, files=rec.files)
+            if group_id in ids:
+                holding.append((rec, rec.files))
+            known += ids[:5]
+            continue
+        for f in rec.files:
+            ids = trace_io.group_ids(f, files=[f])
+            if group_id in ids:
+                holding.append((rec, [f]))
+            known += ids[:5]
+    if not holding:
+        raise trace_io.TraceError(f"{trace}: no records of group {group_id!r} (groups include "
+                                  f"{sorted(set(known))[:5]})")
+    if len(holding) > 1:
+        names = ", ".join(str(fs[0]) if rec.scope == "instance" else rec.name for rec, fs in holding[:5])
+        raise trace_io.TraceError(f"{trace}: group {group_id!r} is in {len(holding)} recordings; draw it from one "
+                                  f"of them: {names}")
+    rec, files = holding[0]
+    config = trace_io.coordinator_config(rec.meta)
+    if rec.scope == "group":
+        records = [r for f in files for r in trace_io.read_records(f, group_id=group_id)]
+        return build_timeline(records, group_id, config)
+    return build_timeline(trace_io.read_records(files[0]), group_id, config, in_order=True)
 
 
 OUT_FORMATS = {".png": "png", ".html": "html", ".htm": "html"}

@@ -1,10 +1,13 @@
 """Trace files: JSON Lines and Parquet with one schema (spec/trace-format.md).
 
 A trace is a file or a directory of files (``*.jsonl``, ``*.parquet``; names starting with
-``.`` or ``_`` are ignored, e.g. Spark's ``_SUCCESS``) plus an optional ``meta.json``
-manifest: the scope, whether outputs are recorded and the coordinator config the recording
-used. Reading never skips anything silently: a line that is not a v1 record raises
-``TraceError`` naming the file and line (Parquet: the file and row, 1-based).
+``.`` or ``_`` are ignored, e.g. Spark's ``_SUCCESS``, and so are replay reports found inside)
+plus an optional ``meta.json`` manifest: the scope, whether outputs are recorded and the
+coordinator config the recording used. A directory may hold several recordings, each under its
+own ``meta.json`` (``groupcoord scenario --trace DIR`` writes one per scenario): ``recordings``
+splits a trace into them, and readers take each on its own. Reading never skips anything
+silently: a line that is not a v1 record raises ``TraceError`` naming the file and line
+(Parquet: the file and row, 1-based).
 
 pyarrow is imported here (and in the Spark job) only; the core never touches files.
 """
@@ -17,6 +20,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterator
 
+import attrs
+
 from groupcoord.core import trace
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.adapters.replay.engine import GROUP, INSTANCE, MALFORMED_ROW, TraceColumns
@@ -27,6 +32,9 @@ FORMAT_NAME = "groupcoord-trace"
 COLUMNS = ("v", "group_id", "partition", "seq", "ts_ms", "dir", "type", "data")
 SUFFIXES = {".jsonl": "jsonl", ".parquet": "parquet"}
 RESERVED = (MANIFEST, "summary.json")  # beside the trace files, not trace files
+# A directory holding both is a replay report (``groupcoord replay``'s ``--out``), never a
+# part of a trace: a report written beside a trace file is not read when its directory is.
+REPORT_MARKERS = ("findings.parquet", "summary.json")
 
 
 def arrow_schema():
@@ -107,8 +115,15 @@ def coordinator_config(meta: dict) -> CoordinatorConfig:
 # ------------------------------------------------------------------ listing
 
 
+def is_report(directory: str | os.PathLike) -> bool:
+    """A replay report (``findings.parquet`` and ``summary.json``), not trace files."""
+    d = Path(directory)
+    return all((d / name).exists() for name in REPORT_MARKERS)
+
+
 def trace_files(path: str | os.PathLike) -> list[Path]:
-    """The trace files of a path (a file, or a directory searched recursively), sorted."""
+    """The trace files of a path (a file, or a directory searched recursively, leaving out
+    replay reports), sorted."""
     p = Path(path)
     if not p.exists():
         raise TraceError(f"{p}: no such file or directory")
@@ -116,9 +131,13 @@ def trace_files(path: str | os.PathLike) -> list[Path]:
         if p.suffix not in SUFFIXES:
             raise TraceError(f"{p}: not a trace file (expected {', '.join(SUFFIXES)})")
         return [p]
+    if not os.access(p, os.R_OK | os.X_OK):
+        raise TraceError(f"{p}: cannot read the directory")
+    if is_report(p):
+        raise TraceError(f"{p}: a replay report, not a trace")
     files = []
-    for root, dirs, names in os.walk(p):
-        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+    for root, dirs, names in os.walk(p, onerror=_walk_error):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")) and not is_report(Path(root) / d))
         for name in sorted(names):
             if name.startswith((".", "_")) or name in RESERVED:
                 continue
@@ -129,6 +148,65 @@ def trace_files(path: str | os.PathLike) -> list[Path]:
     if not files:
         raise TraceError(f"{p}: no trace files")
     return files
+
+
+def _walk_error(e: OSError) -> None:
+    raise TraceError(f"{e.filename}: cannot read the directory: {e.strerror}")
+
+
+@attrs.define
+class Recording:
+    """One recording of a trace: the files under one ``meta.json`` (or, without any, under
+    the trace's path), read with that manifest. ``name``: the directory holding the manifest
+    (a file trace: the file)."""
+
+    name: str
+    files: list
+    meta: dict
+    manifest: Path | None  # the meta.json read; None when there is none and the defaults apply
+
+    @property
+    def scope(self) -> str:
+        return self.meta.get("scope", GROUP)
+
+
+def recordings(path: str | os.PathLike) -> list[Recording]:
+    """A trace split into its recordings: each trace file belongs to the nearest directory,
+    from its own up to ``path``, that holds a ``meta.json`` (files under none belong to
+    ``path`` with the defaults). A trace file given alone is one recording, read with the
+    ``meta.json`` beside it. Each recording is read with one format; TraceError for any
+    problem found without reading records (no files, a foreign file, a bad manifest)."""
+    p = Path(path)
+    files = trace_files(p)
+    if p.is_file():
+        where = manifest_file(p)
+        found = [(str(p), files)]
+        manifests = {str(p): where if where.exists() else None}
+    else:
+        by_root: dict[Path, list] = {}
+        has_manifest: dict[Path, bool] = {}
+        for f in files:
+            root = p
+            d = f.parent
+            while True:
+                if d not in has_manifest:
+                    has_manifest[d] = (d / MANIFEST).is_file()
+                if has_manifest[d]:
+                    root = d
+                    break
+                if d == p or p not in d.parents:
+                    break
+                d = d.parent
+            by_root.setdefault(root, []).append(f)
+        found = [(str(root), fs) for root, fs in sorted(by_root.items())]
+        manifests = {str(root): (root / MANIFEST) if has_manifest.get(root) else None for root in by_root}
+    out = []
+    for name, fs in found:
+        manifest = manifests[name]
+        meta = read_manifest(manifest.parent) if manifest is not None else default_manifest()
+        trace_format(name, fs)
+        out.append(Recording(name, fs, meta, manifest))
+    return out
 
 
 def file_format(path: Path) -> str:
@@ -432,10 +510,11 @@ def _parquet_group(f: Path, group_id: str):
         yield cols
 
 
-def group_ids(path: str | os.PathLike, limit: int | None = None) -> list[str]:
-    """Distinct group ids of a trace (reads only the group_id column of Parquet files)."""
+def group_ids(path: str | os.PathLike, limit: int | None = None, files: list | None = None) -> list[str]:
+    """Distinct group ids of a trace, or of its ``files`` (reads only the group_id column of
+    Parquet files)."""
     seen: dict[str, None] = {}
-    for f in trace_files(path):
+    for f in (trace_files(path) if files is None else files):
         if file_format(f) == "parquet":
             import pyarrow.compute as pc
             import pyarrow.parquet as pq

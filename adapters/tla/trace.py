@@ -24,6 +24,7 @@ from typing import Any, Iterable
 import attrs
 
 from groupcoord.core import events as ev
+from groupcoord.core.commands import Respond
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator
 
@@ -56,19 +57,73 @@ class Trace:
     instances: set = attrs.Factory(set)
 
 
-class _Recorder:
-    """Reads core events and their commands as spec rows (one group, one partition)."""
+MODELLED_REQUESTS = (ev.JoinGroup, ev.SyncGroup, ev.Heartbeat, ev.LeaveGroup)
 
-    def __init__(self, config: CoordinatorConfig, gid: str, partition: int = PARTITION) -> None:
+
+class _Recorder:
+    """Reads core events and their commands as spec rows (one group, one partition).
+
+    ``others``: what to do with an input that is no step of the spec for this group (another
+    partition's load or timer, a write on another partition, a request the spec has no action
+    for or of another group): "refuse" raises OutOfModel; "step over" runs it through the core
+    and leaves it out of the rows if it changes nothing the spec sees (the group's state, its
+    timers, the partition's writes and held results) and emits nothing the spec sees, counting
+    it in ``stepped_over``, else raises OutOfModel saying so."""
+
+    def __init__(self, config: CoordinatorConfig, gid: str, partition: int = PARTITION,
+                 others: str = "refuse") -> None:
         self.config = config
         self.alpha = Alpha(Ids(), gid, partition)
         self.coordinator = Coordinator(config)
         self.timers: dict = {}
         self.rows: list[F] = []
         self.instances: set = set()
+        self.others = others
+        self.stepped_over: dict[str, int] = {}
+
+    def is_other(self, event) -> bool:
+        """Not a step of the spec for this group (see the class)."""
+        alpha = self.alpha
+        if isinstance(event, (ev.LoadPartition, ev.UnloadPartition)):
+            return event.partition != alpha.partition
+        if isinstance(event, ev.TimerFired):
+            return timer_key(event.key, alpha.ids, alpha.gid, alpha.partition) is None
+        if isinstance(event, (ev.WriteCompleted, ev.WriteFailed)):
+            write = self.coordinator.snapshot().writes.get(event.write_id)
+            return write is None or write.partition != alpha.partition
+        if isinstance(event, ev.DeleteGroups):
+            return alpha.gid not in tuple(event.groups_names)
+        if isinstance(event, ev.Request):
+            return not isinstance(event, MODELLED_REQUESTS) or getattr(event, "group_id", None) != alpha.gid
+        return False
+
+    def step_over(self, event) -> None:
+        alpha = self.alpha
+        name = type(event).__name__
+        snapshot = self.coordinator.snapshot()
+        before = alpha.state(snapshot, self.timers, -1)
+        commands = self.coordinator.handle(event)
+        if isinstance(event, ev.TimerFired):
+            self.timers.pop(event.key, None)
+        apply_timers(self.timers, commands)
+        own = event.request_id if isinstance(event, ev.Request) else object()
+        seen = [c for c in commands if not (isinstance(c, Respond) and c.request_id == own)]
+        try:
+            alpha.remember_writes(seen)
+            out = alpha.commands(seen, snapshot if self.rows else None, event)
+            after = alpha.state(self.coordinator.snapshot(), self.timers, -1)
+        except OutOfModel as e:
+            raise OutOfModel(f"{_what(event)}, which changes what the spec sees of group {alpha.gid!r} and its "
+                             f"partition: {e}") from None
+        if out or after != before:
+            raise OutOfModel(f"{_what(event)}, which changes what the spec sees of group {alpha.gid!r}")
+        self.stepped_over[name] = self.stepped_over.get(name, 0) + 1
 
     def feed(self, event) -> None:
         alpha = self.alpha
+        if self.others == "step over" and self.is_other(event):
+            self.step_over(event)
+            return
         if isinstance(event, ev.LoadPartition) and self.rows:
             raise OutOfModel("a second LoadPartition (a reload): the spec models one coordinator")
         if isinstance(event, (ev.LoadPartition, ev.UnloadPartition)) and event.partition != alpha.partition:
@@ -78,9 +133,10 @@ class _Recorder:
             if isinstance(event, ev.DeleteGroups):
                 if tuple(event.groups_names) != (alpha.gid,):
                     raise OutOfModel("a DeleteGroups of other groups")
-            elif gid != alpha.gid or not isinstance(event, (ev.JoinGroup, ev.SyncGroup, ev.Heartbeat,
-                                                            ev.LeaveGroup)):
-                raise OutOfModel(f"{type(event).__name__} of {gid!r}")
+            elif gid != alpha.gid or not isinstance(event, MODELLED_REQUESTS):
+                raise OutOfModel(_what(event))
+            if gid == "":
+                raise OutOfModel("the empty group id (INVALID_GROUP_ID is not in the spec)")
             if isinstance(event, ev.JoinGroup) and not (
                     self.config.group_min_session_timeout_ms <= event.session_timeout_ms
                     <= self.config.group_max_session_timeout_ms):
@@ -104,6 +160,23 @@ class _Recorder:
         state["out"] = out
         state["event"] = spec_event
         self.rows.append(F(event=spec_event, s=F(state)))
+
+
+_NOT_IN_SPEC = {
+    "OffsetCommit": "offsets are not in the spec", "OffsetFetch": "offsets are not in the spec",
+    "OffsetDelete": "offsets are not in the spec",
+    "FindCoordinator": "the spec has no FindCoordinator (it models one coordinator)",
+    "DescribeGroups": "the spec has no DescribeGroups", "ListGroups": "the spec has no ListGroups",
+}
+
+
+def _what(event) -> str:
+    """An input the spec has no step for, and why."""
+    name = type(event).__name__
+    gid = getattr(event, "group_id", None)
+    named = f"{name} of {gid!r}" if gid is not None else name
+    why = _NOT_IN_SPEC.get(name)
+    return f"{named} ({why})" if why else named
 
 
 def record(events: Iterable, config: CoordinatorConfig, gid: str, name: str) -> Trace:
@@ -160,39 +233,117 @@ def scenario_traces(paths: Iterable[str | Path], limit: int) -> list[Trace]:
     return found[:limit]
 
 
-MAX_GROUPS = 50  # a group-scoped trace with more is validated one named group at a time
+MAX_GROUPS = 50  # a recording with more is validated one named group at a time
 
 
-def file_traces(path: str | Path, group_id: str | None = None) -> tuple[list[Trace], list[tuple[str, str]]]:
-    """The units of a trace file or directory (spec/trace-format.md) as traces to validate: each
-    recording (instance scope) or group (group scope; ``group_id`` for one), its input records
-    re-run through the core. Returns (traces within the spec's scope, [(unit, why not)])."""
+@attrs.define
+class Unit:
+    """One unit of a recorded trace for ``tla validate``: a group of a group-scoped recording,
+    or a group of an instance-scoped file (one coordinator's recording). ``trace``: what TLC
+    checks, None when nothing can be; ``stopped``: why the inputs from ``inputs_used + 1`` on
+    are not checked (None: all are; ``inputs_used`` None: the unit as a whole);
+    ``stepped_over``: inputs the spec does not see (another partition's, a request it has no
+    action for), run through the core and shown to change nothing the spec sees, by type."""
+
+    name: str
+    inputs: int
+    trace: Trace | None = None
+    inputs_used: int | None = None
+    stopped: str | None = None
+    stepped_over: dict = attrs.Factory(dict)
+
+    def not_checked(self) -> str:
+        """What is not checked, and why."""
+        if self.inputs_used is None:
+            return self.stopped
+        return f"inputs {self.inputs_used + 1}-{self.inputs} of {self.inputs}, from {self.stopped}"
+
+    @property
+    def partial(self) -> bool:
+        return self.trace is not None and self.stopped is not None
+
+
+def unit_trace(events: list, config: CoordinatorConfig, gid: str, name: str) -> Unit:
+    """The part of a recorded unit the spec can check: its inputs re-run through the core for
+    group ``gid``, stepping over inputs the spec does not see, up to the first input that
+    leaves the spec's scope (a prefix of a run is a run: what comes before it is checked)."""
+    unit = Unit(name, len(events))
+    if config.group_max_size != CoordinatorConfig().group_max_size:
+        unit.stopped = "group.max.size is set (not in the spec)"
+        return unit
+    from groupcoord.core.partitioning import partition_for
+
+    r = _Recorder(config, gid, partition_for(gid, config.offsets_topic_num_partitions), others="step over")
+    used = 0
+    for k, e in enumerate(events):
+        try:
+            r.feed(e)
+        except OutOfModel as x:
+            unit.stopped = str(x)
+            break
+        used = k + 1
+    if unit.stopped is not None:
+        unit.inputs_used = used
+    unit.stepped_over = dict(sorted(r.stepped_over.items()))
+    if len(r.rows) >= 2:  # a LoadPartition alone checks nothing past Init
+        unit.trace = Trace(name, r.rows, config.group_initial_rebalance_delay_ms, r.instances)
+    elif unit.stopped is None:
+        unit.stopped = "nothing for the spec to check: no step of the group after its partition's load"
+    return unit
+
+
+def file_traces(path: str | Path, group_id: str | None = None) -> list[Unit]:
+    """The units of a trace file or directory (spec/trace-format.md) to validate, recording by
+    recording (``trace_files.recordings``: each with its own ``meta.json``): in group scope
+    each group (``group_id`` for one), in instance scope each group of each file, its inputs
+    re-run through the core (``unit_trace``)."""
     from groupcoord.core import trace as core_trace
 
     from groupcoord.adapters.replay import trace_files as trace_io
 
-    meta = trace_io.read_manifest(path)
-    config = trace_io.coordinator_config(meta)
-    instance = meta.get("scope") == "instance"
-    if not instance and group_id is None and len(trace_io.group_ids(path, limit=MAX_GROUPS + 1)) > MAX_GROUPS:
-        raise core_trace.TraceError(f"{path}: more than {MAX_GROUPS} groups; name one with --group")
-    units: dict[str, list] = {}
-    for f in trace_io.trace_files(path):
-        for r in trace_io.read_records(f, None if instance else group_id):
-            if r["dir"] == "in":
-                key = str(f) if instance else r["group_id"]
-                units.setdefault(key, []).append((r["seq"], core_trace.decode({"type": r["type"], "data": r["data"]})))
-    if group_id is not None and not instance and group_id not in units:
-        raise core_trace.TraceError(f"{path}: no records of group {group_id!r}")
-    traces, outside = [], []
-    for key, rows in units.items():
-        if not instance:
+    units: list[Unit] = []
+    found = False
+    for rec in trace_io.recordings(path):
+        config = trace_io.coordinator_config(rec.meta)
+        if rec.scope == "instance":
+            for f in rec.files:
+                events = [core_trace.decode({"type": r["type"], "data": r["data"]})
+                          for r in trace_io.read_records(f) if r["dir"] == "in"]
+                gids = list(dict.fromkeys(g for e in events if isinstance(e, ev.Request)
+                                          for g in _groups_of(e)))
+                if group_id is not None:
+                    gids = [g for g in gids if g == group_id]
+                elif len(gids) > MAX_GROUPS:
+                    raise core_trace.TraceError(f"{f}: more than {MAX_GROUPS} groups; name one with --group")
+                found |= bool(gids)
+                if not gids and group_id is None:
+                    units.append(Unit(str(f), len(events), stopped="no group in it"))
+                for g in gids:
+                    units.append(unit_trace(events, config, g, str(f) if len(gids) == 1 else f"{f} group {g!r}"))
+            continue
+        gids = trace_io.group_ids(rec.name, limit=MAX_GROUPS + 1, files=rec.files)
+        if group_id is None and len(gids) > MAX_GROUPS:
+            raise core_trace.TraceError(f"{rec.name}: more than {MAX_GROUPS} groups; name one with --group")
+        by_group: dict[str, list] = {}
+        for f in rec.files:
+            for r in trace_io.read_records(f, group_id):
+                if r["dir"] == "in" and r["group_id"] is not None:
+                    by_group.setdefault(r["group_id"], []).append(
+                        (r["seq"], core_trace.decode({"type": r["type"], "data": r["data"]})))
+        for g, rows in by_group.items():
+            found = True
             rows.sort(key=lambda row: row[0])
-        try:
-            traces.append(scoped_record([e for _, e in rows], config, key))
-        except OutOfModel as e:
-            outside.append((key, str(e)))
-    return traces, outside
+            units.append(unit_trace([e for _, e in rows], config, g, f"{rec.name} group {g!r}"))
+    if group_id is not None and not found:
+        raise core_trace.TraceError(f"{path}: no records of group {group_id!r}")
+    return units
+
+
+def _groups_of(request) -> tuple:
+    if isinstance(request, ev.DeleteGroups):
+        return tuple(request.groups_names)
+    gid = getattr(request, "group_id", None)
+    return (gid,) if gid is not None else ()
 
 
 # The hypothesis client: inputs the spec's environment may send, chosen by hypothesis.

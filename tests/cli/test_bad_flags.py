@@ -101,7 +101,7 @@ ROWS = [
     (["timeline", "{inputs}/trace", "--out", "g.html"], "the following arguments are required: --group"),
     (["timeline", "{inputs}/trace", "--group", "g", "--out", "g.svg"], "expected FILE.png or FILE.html"),
     (["timeline", "{inputs}/missing", "--group", "g", "--out", "g.html"], "{inputs}/missing: no such file"),
-    (["replay"], "the following arguments are required: path"),
+    (["replay"], "the following arguments are required: TRACE"),
     (["replay", "{inputs}/missing"], "{inputs}/missing: no such file or directory"),  # before Spark starts
     (["replay", "{inputs}/missing", "--engine", "plain"], "{inputs}/missing: no such file or directory"),
     (["replay", "{inputs}/trace", "--engine", "flink"], "argument --engine: invalid choice: 'flink'"),

@@ -140,7 +140,8 @@ def test_render_timeline_checks_the_type_first(tmp_path):
 
 def test_timeline_help_explains_trace_and_group(capsys):
     text = help_text(["timeline"], capsys)
-    assert "group-scoped trace directory or file" in text and "the group id to draw" in text
+    assert "a trace directory or file, as simulate, scenario --trace or serve --trace write" in text
+    assert "the group id to draw" in text and "the one file written" in text
 
 
 # ------------------------------------------------------------------ timeline: readability

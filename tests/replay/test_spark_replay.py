@@ -130,25 +130,77 @@ def test_a_broken_promise_is_reported_not_passed(spark, data, tmp_path):
 
 
 def test_the_module_runs_under_spark_submit(data, tmp_path):
-    """`spark-submit adapters/replay/job.py TRACE`: its own driver and master, the same
-    findings, exit 1 when anything is found (the module session above stays up meanwhile)."""
+    """`PYSPARK_PYTHON=.venv/bin/python .venv/bin/spark-submit adapters/replay/job.py TRACE --out
+    REPORT` from a fresh shell (the virtualenv's bin not on PATH): its own driver and master,
+    the same findings, exit 1 when anything is found, no INFO lines from Spark once the job
+    runs, and the summary last (the module session above stays up meanwhile)."""
     import subprocess
 
     import pyspark
 
     _, faulty, injected, _ = data
     submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "SPARK_LOCAL_IP": "127.0.0.1"}
+    env = {"HOME": os.environ.get("HOME", "/tmp"), "PATH": "/usr/bin:/bin", "PYSPARK_PYTHON": sys.executable}
+    for name in ("PYTHONPATH", "JAVA_HOME"):
+        if name in os.environ:
+            env[name] = os.environ[name]
     report = tmp_path / "report"
     proc = subprocess.run([str(submit), "--master", "local[1]", "--conf", "spark.ui.enabled=false",
                            replay_job.__file__, str(faulty), "--out", str(report)],
                           capture_output=True, text=True, env=env, timeout=300)
-    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     summary = json.loads((report / "summary.json").read_text())
     assert summary["units"] == GROUPS and summary["units_with_findings"] == len(injected)
     assert {f["group_id"] for f in summary["first_findings"]} == set(injected)
     assert "spark local[1]" in proc.stdout, proc.stdout[-2000:]
+    said = (proc.stderr + proc.stdout).splitlines()
+    assert not [line for line in said if " INFO " in line], said[:40]
+    lines = proc.stdout.strip().splitlines()
+    banner = next(i for i, line in enumerate(lines) if " replay summary " in line)
+    assert lines[banner + 1].startswith("replayed ") and lines[-1].startswith(f"report: {report}/"), lines
+    assert not [line for line in lines[banner:] if line.startswith("spark")], lines
+
+
+def test_stage_progress_says_what_runs_long():
+    """A line for a stage running past ``after`` seconds, again every ``every`` seconds, one
+    when it ends; nothing for short stages."""
+    import io
+    from types import SimpleNamespace
+
+    class Tracker:
+        active: dict = {}
+
+        def getActiveStageIds(self):
+            return list(self.active)
+
+        def getStageInfo(self, stage):
+            done, total = self.active[stage]
+            return SimpleNamespace(numCompletedTasks=done, numTasks=total)
+
+    now = [0.0]
+    tracker, out = Tracker(), io.StringIO()
+    progress = replay_job.StageProgress(tracker, out=out, after=2, every=10, clock=lambda: now[0])
+    progress.what = "replaying T"
+    tracker.active = {1: (0, 4), 2: (0, 8)}
+    progress.check()
+    now[0] = 1.0
+    tracker.active = {2: (3, 8)}  # stage 1 ended within a second: nothing said
+    progress.check()
+    now[0] = 2.5
+    progress.check()
+    now[0] = 5.0
+    tracker.active = {2: (6, 8)}
+    progress.check()  # less than `every` since the last line
+    now[0] = 12.6
+    progress.check()
+    now[0] = 14.0
+    tracker.active = {}
+    progress.check()
+    assert out.getvalue().splitlines() == [
+        "spark: stage 2: 3/8 tasks done (2 s), replaying T",
+        "spark: stage 2: 6/8 tasks done (13 s), replaying T",
+        "spark: stage 2: finished (14 s), replaying T",
+    ]
 
 
 def test_a_copied_file_breaks_the_promise(spark, data, tmp_path):

@@ -116,17 +116,33 @@ def test_mutants_restore_the_core():
 
 def test_validate_reads_recorded_trace_files(setup, tmp_path):
     """`groupcoord tla validate` reads the trace format (issue 6 §1): a scenario's recorded
-    trace is accepted step by step; one outside the spec's scope is reported as such."""
+    trace is accepted step by step; one with offsets is accepted up to its first OffsetCommit
+    and says that the rest is not checked, and why; one the spec cannot model at all is not
+    checked, says why, and exits 2 (issue 14 §4: never "ok" for what was not checked)."""
     from groupcoord.adapters.conformance import scenarios as conformance
 
     scenarios = SCENARIOS
-    for name in ("own-015-expired-pending-member-stays-expired-on-restore", "own-006-delete-group-then-rejoin"):
+    names = ("own-015-expired-pending-member-stays-expired-on-restore", "own-006-delete-group-then-rejoin",
+             "kafka-dynamic-max-size-v3")
+    for name in names:
         result, problem = conformance.run_file_recorded(scenarios / f"{name}.json", tmp_path / name)
         assert result.passed and problem is None
     lines: list[str] = []
-    assert tla_cli.run_validate(str(tmp_path / "own-015-expired-pending-member-stays-expired-on-restore"),
-                                out=lines.append) == 0
-    assert lines[-1] == "1 accepted, 0 rejected, 0 outside the spec's scope"
+    assert tla_cli.run_validate(str(tmp_path / names[0]), out=lines.append) == 0
+    assert lines[-1] == ("1 accepted, 0 accepted in part (the rest not checked), 0 rejected, "
+                         "0 outside the spec's scope (not checked)")
     lines.clear()
-    assert tla_cli.run_validate(str(tmp_path / "own-006-delete-group-then-rejoin"), out=lines.append) == 2
-    assert "outside the spec's scope: OffsetCommit" in lines[0]
+    assert tla_cli.run_validate(str(tmp_path / names[1]), out=lines.append) == 0
+    g = next(line for line in lines if "group 'g'" in line)
+    assert "lines accepted" in g and "NOT CHECKED: inputs 7-17 of 17, from OffsetCommit of 'g' (offsets are not " \
+                                    "in the spec)" in g, lines
+    assert lines[-1].startswith("0 accepted, 1 accepted in part (the rest not checked), 0 rejected, ")
+    lines.clear()
+    assert tla_cli.run_validate(str(tmp_path / names[2]), out=lines.append) == 2
+    assert "NOT CHECKED, outside the spec's scope: group.max.size is set (not in the spec)" in lines[0]
+    assert lines[-1] == ("0 accepted, 0 accepted in part (the rest not checked), 0 rejected, "
+                         "1 outside the spec's scope (not checked)")
+    # the three as one directory of recordings: each on its own, with its own meta.json
+    lines.clear()
+    assert tla_cli.run_validate(str(tmp_path), out=lines.append) == 0
+    assert lines[-1].startswith("1 accepted, 1 accepted in part (the rest not checked), 0 rejected, ")
