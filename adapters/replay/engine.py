@@ -609,6 +609,8 @@ class UnitReplay:
             self._requests[event.request_id] = event
             self._request_groups[event.request_id] = before.get(gid) if gid is not None else None
         try:
+            # Not runtime.CommandRunner: every output is compared with the recorded one, and write
+            # outcomes and timer firings come from the trace, so nothing is carried out here.
             commands = coordinator.handle(event)
         except Exception as e:  # a core bug: report it as the unit's finding
             self._stop(VIOLATION, tc.CORE_RAISES_NOTHING, f"Coordinator.handle raised {type(e).__name__}: {e}")

@@ -11,7 +11,8 @@ comes back, in order:
 
 Time is the caller's: ``fire_due(now_ms)`` fires every timer due by then, in Kafka's order
 (deadline, then arming order), and ``next_deadline()`` says when to call it next.
-``observer(event, commands)``, if given, sees every step (e.g. to record a trace).
+``observer(event, commands)``, if given, sees every step (e.g. to record a trace); ``handle``
+replaces ``coordinator.handle`` where the caller wraps it (the server logs a core failure).
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ Observer = Callable[[Any, list], None]
 
 class CommandRunner:
     def __init__(self, coordinator: Coordinator, respond: Respond_, store: Store,
-                 observer: Observer | None = None, timers: TimerTable | None = None) -> None:
+                 observer: Observer | None = None, timers: TimerTable | None = None,
+                 handle: Callable[[Any], list] | None = None) -> None:
         self.coordinator = coordinator
+        self.handle = handle if handle is not None else coordinator.handle
         self.respond = respond
         self.store = store
         self.observer = observer
@@ -41,7 +44,7 @@ class CommandRunner:
     def feed(self, event) -> list:
         """Handle ``event`` and the storage outcomes it yields at once; all their commands."""
         queue, emitted = deque([event]), []
-        handle, apply_timer = self.coordinator.handle, self.timers.apply
+        handle, apply_timer = self.handle, self.timers.apply
         while queue:
             current = queue.popleft()
             commands = handle(current)

@@ -44,8 +44,6 @@ from groupcoord.adapters.client.assignors import (
 from groupcoord.core.commands import (
     FindCoordinatorResponse,
     GroupMetadataRecord,
-    Respond,
-    SetTimer,
     Write,
 )
 from groupcoord.core.config import CoordinatorConfig
@@ -53,6 +51,7 @@ from groupcoord.core.coordinator import Coordinator, partition_for
 from groupcoord.core.errors import Error
 from groupcoord.adapters.replay.engine import GroupRecorder, TraceColumns
 from groupcoord.core.states import STABLE
+from groupcoord.adapters.runtime.runner import CommandRunner
 from groupcoord.adapters.runtime.timers import TimerTable
 
 SUMMARY = "summary.json"
@@ -424,6 +423,7 @@ class GroupWorld:
         self._qseq = 0
         self._rid = 0
         self.coordinator: Coordinator | None = None
+        self.runner: CommandRunner | None = None
         self.instance = 0
         self.alive = False
         self.timers = TimerTable()
@@ -479,7 +479,9 @@ class GroupWorld:
         ``loading_ms`` of loading, during which requests get COORDINATOR_LOAD_IN_PROGRESS)."""
         self.coordinator = Coordinator(self.config)
         self.instance += 1
-        self.timers = TimerTable()
+        # Responses go back to their consumers, writes complete later (WRITE_LATENCY_MS).
+        self.runner = CommandRunner(self.coordinator, self._respond, self._store, self._observe)
+        self.timers = self.runner.timers
         self.alive = True
         instance = self.instance
         if loading_ms:
@@ -513,29 +515,27 @@ class GroupWorld:
         self.deliver(event)
 
     def deliver(self, event) -> None:
-        commands = self.coordinator.handle(event)
+        self.runner.feed(event)
+        self._observe_state()
+
+    def _observe(self, event, commands) -> None:
         self.recorder.record(event, commands)
         self.stats["inputs"] += 1
         self.stats["outputs"] += len(commands)
+
+    def _respond(self, request_id, response) -> None:
+        entry = self.requests.pop(request_id, None)
+        if entry is not None:
+            consumer, epoch, kind, request, _ = entry
+            if consumer.epoch == epoch:
+                self.after(0, lambda cn=consumer, e=epoch, k=kind, q=request, r=response:
+                           cn.epoch == e and cn.on_response(k, q, r))
+
+    def _store(self, write: Write) -> None:
+        self._observe_write(write)
+        fail = self.rng.random() < 0.001
         instance = self.instance
-        for c in commands:
-            t = type(c)
-            if t is SetTimer:
-                self.timers.apply(c)
-            elif t is Respond:
-                entry = self.requests.pop(c.request_id, None)
-                if entry is not None:
-                    consumer, epoch, kind, request, _ = entry
-                    if consumer.epoch == epoch:
-                        self.after(0, lambda cn=consumer, e=epoch, k=kind, q=request, r=c.response:
-                                   cn.epoch == e and cn.on_response(k, q, r))
-            elif t is Write:
-                self._observe_write(c)
-                fail = self.rng.random() < 0.001
-                self.after(WRITE_LATENCY_MS, lambda w=c, f=fail: self._write_outcome(w, f, instance))
-            else:
-                self.timers.apply(c)
-        self._observe_state()
+        self.after(WRITE_LATENCY_MS, lambda w=write, f=fail: self._write_outcome(w, f, instance))
 
     def _write_outcome(self, write: Write, fail: bool, instance: int) -> None:
         if instance != self.instance or not self.alive:

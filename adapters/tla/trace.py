@@ -120,6 +120,8 @@ class _Recorder:
         self.stepped_over[name] = self.stepped_over.get(name, 0) + 1
 
     def feed(self, event) -> None:
+        # Not runtime.CommandRunner: write outcomes and timer firings are the trace's own inputs,
+        # re-run one at a time; the commands are read into the spec state, not carried out.
         alpha = self.alpha
         if self.others == "step over" and self.is_other(event):
             self.step_over(event)

@@ -42,11 +42,12 @@ from groupcoord.adapters.replay.trace_files import InstanceRecorder
 from groupcoord.core import events as ev
 from groupcoord.core.commands import Coordinator as CoordinatorEndpoint
 from groupcoord.core.commands import (FindCoordinatorResponse, GroupMetadataRecord, GroupTombstone, HeartbeatResponse,
-                                      OffsetCommitResponse, Respond, Write)
+                                      OffsetCommitResponse, Write)
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
 from groupcoord.adapters.protocol.schema import SchemaError
+from groupcoord.adapters.runtime.runner import CommandRunner
 from groupcoord.adapters.runtime.timers import TimerTable
 from groupcoord.adapters.protocol.translate import request_event, response_fields
 
@@ -259,6 +260,7 @@ class GroupServer:
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self.served = apis.served_versions()
         self.coordinator: Coordinator | None = None
+        self.runner: CommandRunner | None = None  # with the coordinator (_start_core)
         self.timers = TimerTable()
         self.connections: dict[int, _Connection] = {}
         self.finished: dict[tuple, _Connection] = {}  # closed connections by peer (track_requests)
@@ -312,9 +314,7 @@ class GroupServer:
         if self.ownership is None:
             await self._load_all()
         else:  # partitions are loaded as the ownership protocol assigns them
-            self.coordinator = Coordinator(self.config)
-            self.timers = TimerTable()
-            self._group_view = {}
+            self._start_core()
         await self._tcp.start_serving()
         self.log("info", "listening", host=self.host, port=self.port, node_id=self.config.node_id,
                  advertised=f"{self.config.advertised_host}:{self.config.advertised_port}",
@@ -350,10 +350,18 @@ class GroupServer:
                              detail="connections of a previous process still hold the port; nothing listens on it")
                 await asyncio.sleep(0.1)  # retry interval
 
-    async def _load_all(self) -> None:
+    def _start_core(self) -> None:
+        """A fresh coordinator instance, and the runner that carries out its commands: responses
+        to their connections, writes to the storage pipeline, timers to the table the alarm
+        watches."""
         self.coordinator = Coordinator(self.config)
-        self.timers = TimerTable()
+        self.runner = CommandRunner(self.coordinator, self._respond, self._start_write, self._observe,
+                                    handle=self._guarded_handle)
+        self.timers = self.runner.timers
         self._group_view = {}
+
+    async def _load_all(self) -> None:
+        self._start_core()
         for partition in range(self.config.offsets_topic_num_partitions):
             records = await self.storage.load(partition)
             self._dispatch(ev.LoadPartition(now_ms=self.clock.now_ms(), partition=partition, records=tuple(records)))
@@ -532,24 +540,21 @@ class GroupServer:
         self._set_alarm()
 
     def _handle(self, event: Any) -> None:
+        self.runner.feed(event)
+        if self.log.threshold <= 20:
+            self._note_groups(event)
+
+    def _guarded_handle(self, event: Any) -> list:
         try:
-            commands = self.coordinator.handle(event)
+            return self.coordinator.handle(event)
         except Exception as e:
             self.log("error", "core_error", event_type=type(event).__name__, error=f"{type(e).__name__}: {e}",
                      detail=repr(event)[:2000], traceback=traceback.format_exc()[-4000:])
             raise CoreFailure(str(e)) from e
+
+    def _observe(self, event: Any, commands: list) -> None:
         if self._trace is not None:
             self._trace.observe(event, commands)
-        for command in commands:
-            kind = type(command)
-            if kind is Respond:
-                self._respond(command)
-            elif kind is Write:
-                self._start_write(command)
-            else:
-                self.timers.apply(command)
-        if self.log.threshold <= 20:
-            self._note_groups(event)
 
     def _note_groups(self, event: Any) -> None:
         kind = type(event)
@@ -577,16 +582,16 @@ class GroupServer:
                     self.log("info", "group", group=gid, state=view[0], generation=view[1], members=view[2],
                              protocol=group.protocol_name, leader=group.leader_id)
 
-    def _respond(self, command: Respond) -> None:
-        pending = self._pending.pop(command.request_id, None)
+    def _respond(self, request_id: Any, response: Any) -> None:
+        pending = self._pending.pop(request_id, None)
         if pending is None:
             return  # its connection is gone (or the instance that parked it was replaced)
         conn = pending.conn
         try:
-            data = self._encode_core(pending, command.response)
+            data = self._encode_core(pending, response)
         except Exception as e:
             self.log("error", "encode_error", api=pending.api, version=pending.version, conn=conn.id,
-                     error=f"{type(e).__name__}: {e}", response=repr(command.response)[:2000])
+                     error=f"{type(e).__name__}: {e}", response=repr(response)[:2000])
             conn.close()
             return
         conn.send(data)
@@ -831,7 +836,7 @@ class GroupServer:
         self._pending[rid] = _Pending(conn, request.api_key, api, request.version, request.correlation_id, extra)
         conn.pending_rid = rid
         if api == "FindCoordinator" and self.ownership is not None:
-            self._respond(Respond(rid, self._find_coordinator(event)))
+            self._respond(rid, self._find_coordinator(event))
             return
         self._dispatch(event)
 
