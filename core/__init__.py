@@ -5,7 +5,7 @@ Feed events (requests, timer firings, storage outcomes, partition load/unload) t
 See spec/contract.md.
 """
 
-from . import commands, events
+from . import commands, continuations, events
 from .commands import (
     CancelPartitionTimers,
     CancelTimer,
@@ -25,6 +25,6 @@ from .writes import PendingWrite
 __all__ = [
     "CancelPartitionTimers", "CancelTimer", "ConfigError", "Coordinator", "CoordinatorConfig",
     "CoordinatorState", "Error", "Group", "GroupState", "LEGAL_PREVIOUS", "Member", "OffsetEntry",
-    "Parked", "PendingWrite", "Respond", "SetTimer", "Write", "assemble_group", "commands", "events",
+    "Parked", "PendingWrite", "Respond", "SetTimer", "Write", "assemble_group", "commands", "continuations", "events",
     "java_string_hash", "partition_for",
 ]

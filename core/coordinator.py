@@ -35,6 +35,7 @@ from .commands import (
 )
 from .commands import Coordinator as CoordinatorEndpoint
 from .config import CoordinatorConfig
+from .continuations import DeleteResult
 from .draft import GroupDraft
 from .error_responses import error_response
 from .errors import Error, translate_operation_error
@@ -283,7 +284,7 @@ class Coordinator(Membership, Writes, Offsets, Loading):
         # One write per partition; the response waits for all of them. Kafka answers each
         # partition's groups separately; a failure marks only that partition's groups.
         for partition, (records, callbacks) in op.items():
-            callbacks.append(("delete_result", req.request_id, tuple(by_partition[partition])))
+            callbacks.append(DeleteResult(req.request_id, tuple(by_partition[partition])))
         write_ids = self._emit_writes(op)
         self._pending_deletes[req.request_id] = (set(write_ids), dict(results))
 

@@ -14,6 +14,7 @@ from .commands import (
     sync_key,
     SyncGroupResponse,
 )
+from .continuations import AfterEmptyGroup, AfterNewGroup, AfterStaticReplace
 from .config import NEW_MEMBER_JOIN_TIMEOUT_MS
 from .draft import GroupDraft, subscribed_topics
 from .errors import Error, translate_append_error
@@ -51,7 +52,7 @@ class Joining:
         if is_new_group and not self._op_has_records(g.partition):
             # A group created by JoinGroup is committed with an "empty" record (§3.1).
             self._append(g.partition, metadata_record(g, self._now, with_members=False),
-                         ("new_group", gid, req.request_id))
+                         AfterNewGroup(gid, req.request_id))
 
     def _accept_joining_member(self, g: GroupDraft, member_id: str) -> bool:
         limit = self.config.group_max_size
@@ -163,9 +164,9 @@ class Joining:
             if (g.protocol_name or "") == g.select_protocol():
                 # No rebalance: persist the new id first; the join is answered after the write.
                 self._append(g.partition, metadata_record(g, self._now, with_members=True),
-                             ("static_replace", g.group_id, req.group_instance_id, old_id, new_id,
-                              old.protocols, old.rebalance_timeout_ms, old.session_timeout_ms,
-                              previous_leader, req.request_id, req.version))
+                             AfterStaticReplace(g.group_id, req.group_instance_id, old_id, new_id,
+                                                old.protocols, old.rebalance_timeout_ms, old.session_timeout_ms,
+                                                previous_leader, req.request_id, req.version))
             else:
                 self._rebalance_or_complete_join(g)
         elif g.state is COMPLETING_REBALANCE:
@@ -182,9 +183,11 @@ class Joining:
         if old.awaiting_sync is not None:
             self._respond(old.awaiting_sync.request_id, SyncGroupResponse(error_code=Error.FENCED_INSTANCE_ID))
 
-    def _static_replace_written(self, data: tuple, error: Error | None) -> None:
-        (_, gid, instance_id, old_id, new_id, old_protocols, old_rebalance_ms, old_session_ms,
-         previous_leader, request_id, version) = data
+    def _static_replace_written(self, data: AfterStaticReplace, error: Error | None) -> None:
+        gid, instance_id, old_id, new_id = data.group_id, data.instance_id, data.old_member_id, data.new_member_id
+        old_protocols, old_rebalance_ms, old_session_ms = (data.old_protocols, data.old_rebalance_timeout_ms,
+                                                           data.old_session_timeout_ms)
+        previous_leader, request_id, version = data.previous_leader_id, data.request_id, data.version
         group = self._groups.get(gid)
         member = group.members.get(new_id) if group is not None else None
         parked = member is not None and member.awaiting_join is not None \
@@ -272,7 +275,7 @@ class Joining:
             return
         self._init_next_generation(g)
         if g.state is EMPTY:
-            self._append(g.partition, metadata_record(g, self._now, with_members=False), ("empty_group",))
+            self._append(g.partition, metadata_record(g, self._now, with_members=False), AfterEmptyGroup())
             return
         leader_members = member_list(g)
         for mid, member in list(g.members.items()):

@@ -21,6 +21,7 @@ from .commands import (
     sync_key,
     SyncGroupResponse,
 )
+from .continuations import AfterSync
 from .draft import GroupDraft
 from .errors import Error, translate_append_error
 from .events import Heartbeat, LeaveGroup, SyncGroup
@@ -72,7 +73,7 @@ class Membership(Joining):
                 assignments = dict(req.assignments)
                 record = metadata_record(g, self._now, with_members=True,
                                           assignments={mid: assignments.get(mid, b"") for mid in g.members})
-                self._append(g.partition, record, ("sync", g.group_id, g.generation_id, tuple(assignments.items())))
+                self._append(g.partition, record, AfterSync(g.group_id, g.generation_id, tuple(assignments.items())))
         else:  # Stable
             self._remove_pending_sync(g, req.member_id)
             self._respond(req.request_id, SyncGroupResponse(
@@ -84,8 +85,8 @@ class Membership(Joining):
         if not g.pending_sync:
             self._cancel(sync_key(g.partition, g.group_id))
 
-    def _sync_written(self, data: tuple, error: Error | None) -> None:
-        _, gid, generation_id, assignments = data
+    def _sync_written(self, data: AfterSync, error: Error | None) -> None:
+        gid, generation_id, assignments = data.group_id, data.generation_id, data.assignments
         group = self._groups.get(gid)
         if group is None or group.state is not COMPLETING_REBALANCE or group.generation_id != generation_id:
             return

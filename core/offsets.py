@@ -19,6 +19,7 @@ from .commands import (
     PartitionResult,
     TopicResult,
 )
+from .continuations import DropSimpleGroup
 from .partitioning import ACTIVE
 from .error_responses import error_response
 from .errors import Error
@@ -68,7 +69,7 @@ class Offsets:
         if entries:
             if group is None:  # a "simple" group, created by its first commit
                 self._create_group(req.group_id)
-                self._op[partition][1].append(("drop_simple_group", req.group_id))
+                self._op[partition][1].append(DropSimpleGroup(req.group_id))
             self._set_offsets(partition, [(req.group_id, key, entry) for key, entry in entries])
         return OffsetCommitResponse(tuple(topics))
 

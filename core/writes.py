@@ -7,6 +7,15 @@ from typing import Any
 
 from . import events as ev
 from .commands import JoinGroupResponse, SyncGroupResponse, Write
+from .continuations import (
+    AfterNewGroup,
+    AfterStaticReplace,
+    AfterSync,
+    DeleteResult,
+    DropSimpleGroup,
+    RestoreGroup,
+    UndoOffsets,
+)
 from .draft import GroupDraft
 from .error_responses import error_response
 from .errors import Error, translate_append_error, translate_operation_error
@@ -18,7 +27,7 @@ from .states import DEAD, EMPTY
 class PendingWrite:
     write_id: int
     partition: int
-    callbacks: tuple  # ("kind", ...) tuples run when the write completes or fails
+    callbacks: tuple  # continuations (core/continuations.py) run when the write completes or fails
     request: Any = None  # the request whose response rides on this write
     response: Any = None  # that response, sent on success
 
@@ -69,8 +78,8 @@ class Writes:
     def _finish_write(self, write: PendingWrite, error: Error | None) -> None:
         self._op = {}
         for callback in write.callbacks:
-            if callback[0] == "delete_result":
-                self._delete_result(write.write_id, callback[1], callback[2], error)
+            if type(callback) is DeleteResult:
+                self._delete_result(write.write_id, callback.request_id, callback.group_ids, error)
             else:
                 self._run_callback(callback, error)
         # Callbacks do not write again in Kafka's classic coordinator; a failed write's
@@ -97,33 +106,34 @@ class Writes:
                 keep.append(entry)
         self._deferred = keep
 
-    def _run_callback(self, callback: tuple, error: Error | None) -> None:
-        kind = callback[0]
-        if kind == "sync":
+    def _run_callback(self, callback, error: Error | None) -> None:
+        kind = type(callback)
+        if kind is AfterSync:
             self._sync_written(callback, error)
-        elif kind == "static_replace":
+        elif kind is AfterStaticReplace:
             self._static_replace_written(callback, error)
-        elif kind == "new_group":
+        elif kind is AfterNewGroup:
             if error is not None:
-                self._rollback_new_group(callback[1], callback[2], error, *callback[3:])
-        elif kind == "offsets":
-            self._offsets_written(callback[1], error)
-        elif kind == "restore_group":
+                self._rollback_new_group(callback.group_id, callback.request_id, error, callback.displaced)
+        elif kind is UndoOffsets:
+            self._offsets_written(callback.changes, error)
+        elif kind is RestoreGroup:
             # A failed tombstone brings the group back (its offsets come back through the
-            # "offsets" undo). If a new group took the id meanwhile and its creation is still
+            # offsets' undo). If a new group took the id meanwhile and its creation is still
             # in flight, the old group comes back should that creation fail too (Kafka reverts
             # both operations).
             if error is not None:
-                if callback[1] not in self._groups:
-                    self._groups[callback[1]] = callback[2]
+                if callback.group_id not in self._groups:
+                    self._groups[callback.group_id] = callback.group
                 else:
-                    self._displace_on_rollback(callback[1], callback[2])
-        elif kind == "drop_simple_group":
-            group = self._groups.get(callback[1])
+                    self._displace_on_rollback(callback.group_id, callback.group)
+        elif kind is DropSimpleGroup:
+            gid = callback.group_id
+            group = self._groups.get(gid)
             if error is not None and group is not None and group.state is EMPTY and group.protocol_type is None \
-                    and group.generation_id == 0 and not self._offsets.get(callback[1]):
-                self._remove_group(callback[1])
-        # "empty_group": Kafka only logs a failure of that record.
+                    and group.generation_id == 0 and not self._offsets.get(gid):
+                self._remove_group(gid)
+        # AfterEmptyGroup: Kafka only logs a failure of that record.
 
     def _rollback_new_group(self, group_id: str, request_id, error: Error, displaced=None) -> None:
         """The record committing a new group failed: the group never existed (Kafka reverts
@@ -154,25 +164,25 @@ class Writes:
     def _displace_on_rollback(self, group_id: str, group) -> None:
         """Attach ``group`` to the in-flight creation write of the group now holding its id."""
         for write_id, write in self._writes.items():
-            callbacks = tuple(c + (group,) if c[0] == "new_group" and c[1] == group_id and len(c) == 3 else c
-                              for c in write.callbacks)
+            callbacks = tuple(evolve(c, displaced=group) if type(c) is AfterNewGroup and c.group_id == group_id
+                              and c.displaced is None else c for c in write.callbacks)
             if callbacks != write.callbacks:
                 self._writes[write_id] = evolve(write, callbacks=callbacks)
                 return
 
     def _forget_restores(self, group_id: str) -> None:
-        """Drop the group's "restore_group" callbacks from the in-flight writes up to its next
+        """Drop the group's RestoreGroup callbacks from the in-flight writes up to its next
         creation write (restores after that belong to the group that creation makes)."""
         for write_id, write in self._writes.items():
-            if any(c[0] == "new_group" and c[1] == group_id for c in write.callbacks):
+            if any(type(c) is AfterNewGroup and c.group_id == group_id for c in write.callbacks):
                 return
-            callbacks = tuple(c for c in write.callbacks if not (c[0] == "restore_group" and c[1] == group_id))
+            callbacks = tuple(c for c in write.callbacks if not (type(c) is RestoreGroup and c.group_id == group_id))
             if callbacks != write.callbacks:
                 self._writes[write_id] = evolve(write, callbacks=callbacks)
 
     def _expire_held_pending(self, group_id: str, member_id: str) -> None:
         """A pending member's expiry also applies to the copies of its group that a failed
-        write may bring back (the "restore_group" and displaced "new_group" snapshots):
+        write may bring back (RestoreGroup's group and AfterNewGroup's displaced one):
         otherwise the copy returns with a pending member no timer will ever remove, and
         every later join phase waits out its rebalance timeout (deviation D15)."""
         for write_id, write in self._writes.items():
@@ -199,7 +209,7 @@ class Writes:
                 stored[key] = entry
             undo.append((gid, key, previous, entry))
         if undo:
-            self._op[partition][1].append(("offsets", tuple(undo)))
+            self._op[partition][1].append(UndoOffsets(tuple(undo)))
 
     def _offsets_written(self, undo: tuple, error: Error | None) -> None:
         for gid, key, previous, written in undo:
@@ -239,7 +249,7 @@ class Writes:
                 view[key] = committed
         return view
 
-    def _delete_group(self, group_id: str, partition: int) -> tuple:
+    def _delete_group(self, group_id: str, partition: int) -> RestoreGroup:
         """Remove a group and its offsets now (tombstones are replayed at once in Kafka);
         returns the callback that restores the group if the write fails. Kafka moves the group
         to Dead and evicts it; here the edge is checked and the group dropped (nothing can hold a
@@ -247,7 +257,7 @@ class Writes:
         group = self._groups.pop(group_id)
         GroupDraft(group).transition(DEAD, self._now)
         self._set_offsets(partition, [(group_id, key, None) for key in sorted(self._offsets.get(group_id, {}))])
-        return ("restore_group", group_id, group)
+        return RestoreGroup(group_id, group)
 
     def _remove_group(self, group_id: str) -> None:
         self._groups.pop(group_id, None)
@@ -255,12 +265,13 @@ class Writes:
         self._committed.pop(group_id, None)
 
 
-def _without_pending(callback: tuple, group_id: str, member_id: str) -> tuple:
+def _without_pending(callback, group_id: str, member_id: str):
     """``callback`` with ``member_id`` no longer pending in the group snapshot it holds."""
-    held = 2 if callback[0] == "restore_group" else 3 if callback[0] == "new_group" and len(callback) == 4 else None
-    if held is None or callback[1] != group_id or member_id not in callback[held].pending_members:
+    kind = type(callback)
+    field = "group" if kind is RestoreGroup else "displaced" if kind is AfterNewGroup else None
+    group = getattr(callback, field) if field is not None else None
+    if group is None or callback.group_id != group_id or member_id not in group.pending_members:
         return callback
-    group = callback[held]
-    return callback[:held] + (evolve(group, pending_members=group.pending_members - {member_id}),) + callback[held + 1:]
+    return evolve(callback, **{field: evolve(group, pending_members=group.pending_members - {member_id})})
 
 

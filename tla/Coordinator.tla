@@ -633,7 +633,7 @@ StaticReplaceWritten(G, cb, err) ==
                                   "", <<>>, FALSE))
 
 RECURSIVE AnswerAll(_, _, _)
-AnswerAll(G, ids, code) ==   \* coordinator._rollback_new_group's answers
+AnswerAll(G, ids, code) ==   \* writes._rollback_new_group's answers
     IF ids = <<>> THEN G
     ELSE LET m == Head(ids)
              G1 == IF Parked(G, m) THEN Respond(G, <<"join", m>>, JoinError(code, "")) ELSE G

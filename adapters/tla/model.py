@@ -35,6 +35,14 @@ from groupcoord.core.commands import (
     Write,
 )
 from groupcoord.core.config import CoordinatorConfig
+from groupcoord.core.continuations import (
+    AfterEmptyGroup,
+    AfterNewGroup,
+    AfterStaticReplace,
+    AfterSync,
+    DeleteResult,
+    RestoreGroup,
+)
 from groupcoord.core.errors import Error
 from groupcoord.core import CoordinatorState, Group, Member, Parked, PendingWrite, assemble_group
 from groupcoord.core.states import GroupState
@@ -162,7 +170,8 @@ class Alpha:
 
     def group(self, group: Group, writes: Iterable[PendingWrite] = ()) -> dict:
         ids = self.ids
-        replacing = {cb[4]: cb[9] for w in writes for cb in w.callbacks if cb[0] == "static_replace"}
+        replacing = {cb.new_member_id: cb.request_id for w in writes for cb in w.callbacks
+                     if type(cb) is AfterStaticReplace}
         mem = {}
         for mid, m in group.members.items():
             join = ""
@@ -184,27 +193,25 @@ class Alpha:
                  pname=g["protocolName"], leader=g["leader"], members=g["members"], mem=g["mem"],
                  pending=g["pending"], psync=g["pendingSync"], nma=g["newMemberAdded"])
 
-    def callback(self, cb: tuple) -> F:
-        kind = cb[0]
+    def callback(self, cb) -> F:
+        kind = type(cb)
         ids = self.ids
-        if kind == "sync" and cb[1] == self.gid:
-            return F(k="sync", gen=cb[2], asg=fn({ids.spec(m): bstr(b) for m, b in cb[3]}))
-        if kind == "static_replace" and cb[1] == self.gid:
-            (_, _, inst, old, new, protocols, rto, _session, leader, _rid, version) = cb
-            return F(k="static_replace", inst=ids.inst(inst), old=ids.spec(old), new=ids.spec(new),
-                     protos=self.protos(protocols), rto=rto, leader=ids.spec(leader), v9=version >= 9)
-        if kind == "new_group" and cb[1] == self.gid:
-            # cb[3], when there: the group whose deletion failed meanwhile (_displace_on_rollback)
-            return F(k="new_group", snap=self.snapshot(cb[3]) if len(cb) > 3 and cb[3] is not None else None)
-        if kind == "empty_group":
+        if kind is AfterSync and cb.group_id == self.gid:
+            return F(k="sync", gen=cb.generation_id, asg=fn({ids.spec(m): bstr(b) for m, b in cb.assignments}))
+        if kind is AfterStaticReplace and cb.group_id == self.gid:
+            return F(k="static_replace", inst=ids.inst(cb.instance_id), old=ids.spec(cb.old_member_id),
+                     new=ids.spec(cb.new_member_id), protos=self.protos(cb.old_protocols),
+                     rto=cb.old_rebalance_timeout_ms, leader=ids.spec(cb.previous_leader_id), v9=cb.version >= 9)
+        if kind is AfterNewGroup and cb.group_id == self.gid:
+            # displaced: the group whose deletion failed meanwhile (_displace_on_rollback)
+            return F(k="new_group", snap=None if cb.displaced is None else self.snapshot(cb.displaced))
+        if kind is AfterEmptyGroup:
             return F(k="empty_group")
-        if kind == "restore_group" and cb[1] == self.gid:
-            if len(cb) > 3 and cb[3]:
-                raise OutOfModel("a deleted group's offsets")
-            return F(k="restore_group", snap=self.snapshot(cb[2]))
-        if kind == "delete_result" and tuple(cb[2]) == (self.gid,):
+        if kind is RestoreGroup and cb.group_id == self.gid:
+            return F(k="restore_group", snap=self.snapshot(cb.group))
+        if kind is DeleteResult and tuple(cb.group_ids) == (self.gid,):
             return F(k="delete_result")
-        raise OutOfModel(f"write callback {kind}")
+        raise OutOfModel(f"write callback {kind.__name__}")
 
     def response(self, r) -> F:
         ids = self.ids
@@ -503,36 +510,37 @@ def _prev(s) -> str:
     return "Dead" if prev is None else prev
 
 
-def _build_callback(cb, s, mem, core_id, write_id, deletes, alpha) -> tuple:
+def _build_callback(cb, s, mem, core_id, write_id, deletes, alpha):
     k = cb["k"]
     if k == "sync":
         asg = cb["asg"] if isinstance(cb["asg"], dict) else {}
-        return ("sync", GROUP, cb["gen"], tuple((core_id(m), sbytes(b)) for m, b in asg.items()))
+        return AfterSync(GROUP, cb["gen"], tuple((core_id(m), sbytes(b)) for m, b in asg.items()))
     if k == "static_replace":
         new = cb["new"]
         parked = isinstance(mem, dict) and new in mem and mem[new]["join"] == "R"
         rid = ("join", new) if parked else ("replaced", new)
         inst = Ids.name(cb["inst"])
-        return ("static_replace", GROUP, inst, f"{inst}-{Ids.name(cb['old'])}", core_id(new, cb["inst"]),
-                core_protocols(cb["protos"]), cb["rto"], SESSION_MS,
-                core_id(cb["leader"]) if cb["leader"] is not None else None, rid, 9 if cb["v9"] else 5)
+        return AfterStaticReplace(GROUP, inst, f"{inst}-{Ids.name(cb['old'])}", core_id(new, cb["inst"]),
+                                  core_protocols(cb["protos"]), cb["rto"], SESSION_MS,
+                                  core_id(cb["leader"]) if cb["leader"] is not None else None, rid,
+                                  9 if cb["v9"] else 5)
     if k == "new_group":
         snap = cb["snap"]
         if snap is None:
-            return ("new_group", GROUP, ("created", write_id))
+            return AfterNewGroup(GROUP, ("created", write_id))
         smem = snap["mem"] if isinstance(snap["mem"], dict) else {}
-        return ("new_group", GROUP, ("created", write_id), _build_group(F(snap.set(state=snap["st"])), smem, core_id))
+        return AfterNewGroup(GROUP, ("created", write_id), _build_group(F(snap.set(state=snap["st"])), smem, core_id))
     if k == "empty_group":
-        return ("empty_group",)
+        return AfterEmptyGroup()
     if k == "restore_group":
         snap = cb["snap"]
         smem = snap["mem"] if isinstance(snap["mem"], dict) else {}
-        return ("restore_group", GROUP, _build_group(F(snap.set(state=snap["st"])), smem, core_id), ())
+        return RestoreGroup(GROUP, _build_group(F(snap.set(state=snap["st"])), smem, core_id))
     if k == "delete_result":
         rid = ("held", "DeleteGroups", "", write_id)
         alpha.tags[rid] = ("DeleteGroups", "")
         deletes[rid] = (frozenset({write_id}), {GROUP: Error.NONE})
-        return ("delete_result", rid, (GROUP,))
+        return DeleteResult(rid, (GROUP,))
     raise ValueError(f"unknown callback {k}")
 
 

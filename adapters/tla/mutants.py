@@ -88,12 +88,12 @@ MUTANTS: list[Mutant] = [
     Mutant("assignment-before-write", "an assignment applied before its write succeeds",
            "issue #3 list",
            core=(("_sync", ((
-               "                self._append(g.partition, record, (\"sync\", g.group_id, g.generation_id, "
+               "                self._append(g.partition, record, AfterSync(g.group_id, g.generation_id, "
                "tuple(assignments.items())))",
-               "                self._append(g.partition, record, (\"sync\", g.group_id, g.generation_id, "
+               "                self._append(g.partition, record, AfterSync(g.group_id, g.generation_id, "
                "tuple(assignments.items())))\n"
                "                for _mid in list(g.members):\n"
-               "                    g.put(attrs.evolve(g.members[_mid], assignment=assignments.get(_mid, b\"\")))"),)),)),
+               "                    g.put(evolve(g.members[_mid], assignment=assignments.get(_mid, b\"\")))"),)),)),
     Mutant("fenced-static-none", "a fenced static member answered NONE", "issue #3 list (KIP-345 fencing)",
            core=(("_heartbeat", ((
                "            if member is None or (instance_id is not None and group.static_members.get(instance_id) != mid):",
