@@ -1,5 +1,5 @@
 """The ``groupcoord`` command: argument parsing and wiring only. ``main`` dispatches to ``serve``
-(the server and the admin commands over the wire), ``replay`` (simulate, replay, inject-faults,
+(the server, and the parsers of the admin commands that ``admin`` carries out over the wire), ``replay`` (simulate, replay, inject-faults,
 timeline) and ``tla``.
 
 May import: every wing.

@@ -33,7 +33,7 @@ import pytest
 from server_harness import CommitWorker, ServeZygote, free_port, read_json_lines, wait_until
 
 from groupcoord.adapters.client.kafka_client import Cluster
-from groupcoord.adapters.cli.serve import fetch_offsets
+from groupcoord.adapters.cli.admin import fetch_offsets
 from groupcoord.adapters.storage.sqlite import DB_NAME, SqliteStorage
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator

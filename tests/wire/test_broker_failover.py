@@ -21,7 +21,7 @@ from server_harness import CommitWorker, ServerProcess, Tansu, tansu_binary, wai
 
 from groupcoord.adapters.storage.broker import BrokerStorage
 from groupcoord.adapters.client.kafka_client import Cluster, KafkaClient
-from groupcoord.adapters.cli.serve import fetch_offsets
+from groupcoord.adapters.cli.admin import fetch_offsets
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator, partition_for
 from groupcoord.core.events import LoadPartition
