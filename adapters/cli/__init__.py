@@ -1,6 +1,6 @@
 """The ``groupcoord`` command: argument parsing and wiring only. ``main`` dispatches to ``serve``
-(the server, and the parsers of the admin commands that ``admin`` carries out over the wire), ``replay`` (simulate, replay, inject-faults,
-timeline) and ``tla``.
+(the server, and the parsers of the admin commands that ``admin`` carries out over the wire),
+``replay`` (simulate, replay, inject-faults, timeline) and ``tla``.
 
 May import: every wing.
 """
