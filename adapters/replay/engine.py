@@ -13,8 +13,8 @@ records of one *replay unit* in order, as plain column values, and get back a
   (partition loads, expiration timers, write outcomes) are replayed in place.
 
 Per input the unit checks the input's contract (sequence, time, timers, write order), runs
-the event through ``Coordinator.handle``, checks ``adapters/checks/invariants.py`` over the step (group,
-transition, commands, timers), compares the recorded outputs that follow with the replayed
+the event through ``Coordinator.handle``, checks ``adapters/checks/invariants.py`` and ``emitted.py`` over
+the step (group, transition, commands, timers), compares the recorded outputs that follow with the replayed
 ones and runs ``adapters/checks/trace_checks.py`` over what was recorded. A unit stops at its first
 finding: after a divergence the replayed state no longer says anything about the recording.
 
@@ -33,6 +33,7 @@ import attrs
 
 from groupcoord.core import commands as cmd
 from groupcoord.core import events as ev
+from groupcoord.adapters.checks import emitted
 from groupcoord.adapters.checks import invariants as inv
 from groupcoord.core import trace
 from groupcoord.adapters.checks import trace_checks as tc
@@ -705,7 +706,7 @@ class UnitReplay:
         loading = self._loading
         quick = None if changed else self._unchanged_step_checks(before, event, commands)
         if quick is None or self.verify_fast_path:
-            full = inv.check_commands(
+            full = emitted.check_commands(
                 before, after, event, commands, requests=self._requests, request_groups=self._request_groups,
                 is_loading=(lambda g: partition_for(g, self.config.offsets_topic_num_partitions) in loading)
                 if loading else None)
@@ -825,7 +826,7 @@ class UnitReplay:
                 self._stop(MALFORMED, tc.RECORD_WELL_FORMED, str(e), actual=rd, where=rw)
         names: list[str] = []
         try:
-            found = inv.check_commands(self._step_before, self._step_after, event, recorded_values,
+            found = emitted.check_commands(self._step_before, self._step_after, event, recorded_values,
                                        requests=self._requests, request_groups=self._request_groups)
             found += self._trace_checks(event, recorded_values)
             names = sorted(inv.names_of(found))

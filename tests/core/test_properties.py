@@ -37,6 +37,7 @@ from groupcoord.adapters.conformance import scenarios as conformance
 from groupcoord.adapters.replay import job as replay_job
 from groupcoord.adapters.replay.trace_files import InstanceRecorder
 from groupcoord.core import events as ev
+from groupcoord.adapters.checks import emitted
 from groupcoord.adapters.checks import invariants as inv
 from groupcoord.core.commands import (
     DescribeGroupsResponse,
@@ -167,7 +168,7 @@ class InvariantObserver:
                 if a is not None:
                     found += inv.check_group(a)
                 found += inv.check_transition(b, a, event)
-        found += inv.check_commands(before, after, event, commands, requests=self.requests,
+        found += emitted.check_commands(before, after, event, commands, requests=self.requests,
                                     request_groups=self.request_groups)
 
         answered = set()
