@@ -26,20 +26,22 @@ from groupcoord.core.states import LEGAL_PREVIOUS, PREPARING_REBALANCE, GroupSta
 from groupcoord.core import events as ev
 from groupcoord.core.coordinator import Coordinator
 
+from groupcoord.adapters.tla.build import (
+    Model,
+    build_core,
+    core_event,
+    is_client,
+    load_records,
+    spec_inputs,
+)
 from groupcoord.adapters.tla.model import (
     CONFIG,
     PARTITION,
     REQ,
     Alpha,
     Ids,
-    Model,
     OutOfModel,
     apply_timers,
-    build_core,
-    core_event,
-    is_client,
-    load_records,
-    spec_inputs,
 )
 from groupcoord.adapters.tla.values import F, parse, show
 

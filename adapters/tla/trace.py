@@ -1,7 +1,7 @@
 """Trace validation: a run of the core, checked by TLC against tla/Coordinator.tla.
 
 A trace is the core's events of one group, each with the whole state after it and the
-commands it emitted, read as the spec's values (``tla_model.Alpha``). Python writes it as a
+commands it emitted, read as the spec's values (``model.Alpha``). Python writes it as a
 generated module (``TraceCheck.tla``: the log as a TLA+ sequence, an index variable ``i``
 walking it); TLC starts from the spec's ``Init`` for the logged ``LoadPartition`` and takes, at
 each line, the spec action of the logged event with its logged parameters, requiring the next
@@ -11,7 +11,7 @@ that matched, and its ``i`` tells the line where the core and the spec diverged.
 
 Traces come from the scenario runner (the Driver's observer sees every event) and from a
 hypothesis-driven client that picks each next input among those the spec's environment may
-send (``tla_model.spec_inputs``).
+send (``build.spec_inputs``).
 """
 
 from __future__ import annotations
@@ -28,18 +28,20 @@ from groupcoord.core.commands import Respond
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator
 
+from groupcoord.adapters.tla.build import (
+    Model,
+    client_request,
+    is_client,
+    spec_inputs,
+)
 from groupcoord.adapters.tla.model import (
     CLIENT,
     GROUP,
     PARTITION,
     Alpha,
     Ids,
-    Model,
     OutOfModel,
     apply_timers,
-    client_request,
-    is_client,
-    spec_inputs,
     timer_key,
 )
 from groupcoord.adapters.tla.run import TLA_DIR, run_tlc

@@ -1,0 +1,375 @@
+"""Spec states and events made into core ones: the core state a spec state stands for
+(``build_core``), the stored records of an initial group (``load_records``), and every input the
+spec's environment may send in a state (``spec_inputs``) as the core's event (``core_event``)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from groupcoord.core import events as ev
+from groupcoord.core.commands import (
+    DeleteGroupsResponse,
+    GroupMetadataRecord,
+    HeartbeatResponse,
+    LeaveGroupMemberResponse,
+    LeaveGroupResponse,
+    MemberRecord,
+    Respond,
+)
+from groupcoord.core.continuations import (
+    AfterEmptyGroup,
+    AfterNewGroup,
+    AfterStaticReplace,
+    AfterSync,
+    DeleteResult,
+    RestoreGroup,
+)
+from groupcoord.core.errors import Error
+from groupcoord.core import CoordinatorState, Group, Member, Parked, PendingWrite, assemble_group
+from groupcoord.core.states import GroupState
+
+from groupcoord.adapters.tla.values import F, MV, fn
+from groupcoord.adapters.tla.model import (
+    Alpha,
+    CLIENT,
+    GROUP,
+    Ids,
+    NOW_MS,
+    PARTITION,
+    REQ,
+    SESSION_MS,
+    sbytes,
+)
+
+
+
+
+class Built:
+    """A core state built from a spec state, with what the replay needs to read it back."""
+
+    def __init__(self, state: CoordinatorState | None, timers: dict, alpha: Alpha, core_id) -> None:
+        self.state = state
+        self.timers = timers
+        self.alpha = alpha
+        self.core_id = core_id
+
+
+def core_protocols(protos) -> tuple:
+    return tuple((name, sbytes(meta)) for name, meta in protos)
+
+
+def build_core(s: F, instances: Iterable[MV], pool: Iterable[MV]) -> Built:
+    """The core state (and armed timers) that the spec state ``s`` stands for."""
+    ids = Ids(instances)
+    for m in pool:  # any prefix maps back; members get theirs below
+        ids.to_spec[f"{CLIENT}-{m.name}"] = m
+        for i in instances:
+            ids.to_spec[f"{i.name}-{m.name}"] = m
+    mem = s["mem"] if isinstance(s["mem"], dict) else {}
+    core_of: dict[Any, str] = {}
+
+    def core_id(m, inst=None) -> str:
+        if m == "" or m is None:
+            return "" if m == "" else None
+        if m in core_of:
+            return core_of[m]
+        return f"{Ids.name(inst) if inst is not None else CLIENT}-{Ids.name(m)}"
+
+    for m, r in mem.items():
+        core_of[m] = core_id(m, r["inst"])
+    alpha = Alpha(ids)
+    state_name = s["state"]
+    if state_name == "Dead":
+        partitions, groups = {}, {}
+    else:
+        partitions = {PARTITION: "active"}
+        groups = {} if state_name == "Absent" else {GROUP: _build_group(s, mem, core_id)}
+    writes, deferred, deletes = {}, [], {}
+    write_records = {}
+    for i, w in enumerate(s["writes"], start=1):
+        callbacks = []
+        for cb in w["cbs"]:
+            callbacks.append(_build_callback(cb, s, mem, core_id, i, deletes, alpha))
+        request = response = None
+        if w["resp"] is not None:
+            api, mid = w["resp"]["to"]
+            rid = ("held", api, mid, i)
+            alpha.tags[rid] = (api, mid)
+            request = ev.LeaveGroup(request_id=rid, now_ms=0, version=3, group_id=GROUP,
+                                    members=(ev.MemberIdentity(core_id(mid) if mid != "" else ""),))
+            response = _build_response(w["resp"]["r"], core_id)
+        writes[i] = PendingWrite(i, PARTITION, tuple(callbacks), request, response)
+        write_records[i] = w["recs"]
+    for j, h in enumerate(s["held"]):
+        api, mid = h["to"]
+        rid = ("held", api, mid, "h", j)
+        alpha.tags[rid] = (api, mid)
+        deferred.append((PARTITION, h["wait"], Respond(rid, _build_response(h["r"], core_id))))
+    alpha.write_records = write_records
+    timers = {}
+    armed = s["timers"] if isinstance(s["timers"], dict) else {}
+    for key, payload in armed.items():
+        if key[0] == "hb":
+            timers[("heartbeat", PARTITION, GROUP, core_id(key[1]))] = None
+        elif key[0] == "join":
+            timers[("join", PARTITION, GROUP)] = tuple(payload) if payload else None
+        elif key[0] == "sync":
+            timers[("sync", PARTITION, GROUP)] = payload
+        else:
+            timers[("expire", PARTITION)] = None
+    state = CoordinatorState(partitions=partitions, groups=groups, offsets={}, writes=writes,
+                             deferred=tuple(deferred), next_write_id=len(writes) + 1, pending_deletes=deletes)
+    return Built(state, timers, alpha, core_id)
+
+
+def _build_member(m, r, core_id, ptype) -> Member:
+    return Member(
+        member_id=core_id(m), group_instance_id=None if r["inst"] is None else Ids.name(r["inst"]),
+        client_id=CLIENT, client_host="h", rebalance_timeout_ms=r["rto"], session_timeout_ms=SESSION_MS,
+        protocol_type=ptype, protocols=core_protocols(r["protos"]), assignment=sbytes(r["asg"]),
+        awaiting_join=Parked(("join", m), 5) if r["join"] else None,
+        awaiting_sync=Parked(("sync", m), 5) if r["sync"] else None, is_new=r["isNew"])
+
+
+def _build_group(s, mem, core_id) -> Group:
+    ptype = s["protocolType"] if "protocolType" in s else s["ptype"]
+    members = {}
+    order = s["members"]
+    for m in order:
+        members[core_id(m)] = _build_member(m, mem[m], core_id, ptype)
+    group = Group(
+        group_id=GROUP, partition=PARTITION, state=GroupState(s.get("state", s.get("st"))),
+        previous_state=GroupState(_prev(s)), state_timestamp_ms=0,
+        generation_id=s["generation"] if "generation" in s else s["gen"], protocol_type=ptype,
+        protocol_name=s["protocolName"] if "protocolName" in s else s["pname"],
+        leader_id=core_id(s["leader"]) if s["leader"] is not None else None)
+    return assemble_group(
+        group, members.values(), protocol_type=ptype,
+        pending_members={core_id(m) for m in s["pending"]},
+        pending_sync={core_id(m) for m in (s["pendingSync"] if "pendingSync" in s else s["psync"])},
+        new_member_added=s["newMemberAdded"] if "newMemberAdded" in s else s["nma"])
+
+
+def _prev(s) -> str:
+    prev = s["prevState"] if "prevState" in s else s["prev"]
+    return "Dead" if prev is None else prev
+
+
+def _build_callback(cb, s, mem, core_id, write_id, deletes, alpha):
+    k = cb["k"]
+    if k == "sync":
+        asg = cb["asg"] if isinstance(cb["asg"], dict) else {}
+        return AfterSync(GROUP, cb["gen"], tuple((core_id(m), sbytes(b)) for m, b in asg.items()))
+    if k == "static_replace":
+        new = cb["new"]
+        parked = isinstance(mem, dict) and new in mem and mem[new]["join"] == "R"
+        rid = ("join", new) if parked else ("replaced", new)
+        inst = Ids.name(cb["inst"])
+        return AfterStaticReplace(GROUP, inst, f"{inst}-{Ids.name(cb['old'])}", core_id(new, cb["inst"]),
+                                  core_protocols(cb["protos"]), cb["rto"], SESSION_MS,
+                                  core_id(cb["leader"]) if cb["leader"] is not None else None, rid,
+                                  9 if cb["v9"] else 5)
+    if k == "new_group":
+        snap = cb["snap"]
+        if snap is None:
+            return AfterNewGroup(GROUP, ("created", write_id))
+        smem = snap["mem"] if isinstance(snap["mem"], dict) else {}
+        return AfterNewGroup(GROUP, ("created", write_id), _build_group(F(snap.set(state=snap["st"])), smem, core_id))
+    if k == "empty_group":
+        return AfterEmptyGroup()
+    if k == "restore_group":
+        snap = cb["snap"]
+        smem = snap["mem"] if isinstance(snap["mem"], dict) else {}
+        return RestoreGroup(GROUP, _build_group(F(snap.set(state=snap["st"])), smem, core_id))
+    if k == "delete_result":
+        rid = ("held", "DeleteGroups", "", write_id)
+        alpha.tags[rid] = ("DeleteGroups", "")
+        deletes[rid] = (frozenset({write_id}), {GROUP: Error.NONE})
+        return DeleteResult(rid, (GROUP,))
+    raise ValueError(f"unknown callback {k}")
+
+
+def _build_response(r, core_id):
+    api = r["api"]
+    if api == "Heartbeat":
+        return HeartbeatResponse(Error[r["code"]])
+    if api == "LeaveGroup":
+        return LeaveGroupResponse(Error[r["code"]], tuple(
+            LeaveGroupMemberResponse(core_id(x["mid"]) if x["mid"] != "" else "",
+                                     None if x["inst"] is None else Ids.name(x["inst"]), Error[x["code"]])
+            for x in r["members"]))
+    if api == "DeleteGroups":
+        return DeleteGroupsResponse(())
+    raise ValueError(f"no held {api}")
+
+
+def load_records(group: F | None, instances) -> tuple:
+    """The storage a spec Init record stands for (LoadPartition's records)."""
+    if group is None:
+        return ()
+
+    def cid(m, inst=None):
+        return f"{Ids.name(inst) if inst is not None else CLIENT}-{Ids.name(m)}"
+
+    members = tuple(MemberRecord(
+        member_id=cid(x["id"], x["inst"]), group_instance_id=None if x["inst"] is None else Ids.name(x["inst"]),
+        client_id=CLIENT, client_host="h", rebalance_timeout_ms=x["rto"], session_timeout_ms=SESSION_MS,
+        subscription=sbytes(x["protos"][0][1]), assignment=sbytes(x["asg"])) for x in group["members"])
+    leader = None
+    for x in group["members"]:
+        if x["id"] == group["leader"]:
+            leader = cid(x["id"], x["inst"])
+    return (GroupMetadataRecord(group_id=GROUP, protocol_type=group["ptype"], generation_id=group["gen"],
+                                protocol_name=group["pname"], leader_id=leader, current_state_timestamp_ms=0,
+                                members=members),)
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+class Model:
+    """The constants of one TLC configuration (what the environment may send)."""
+
+    def __init__(self, ids, instances, protocols, protocol_types, rebalance_timeouts, join_versions,
+                 write_errors, reduce: bool) -> None:
+        self.ids = sorted(ids)
+        self.instances = sorted(instances)
+        self.protocols = list(protocols)
+        self.protocol_types = sorted(protocol_types)
+        self.rebalance_timeouts = sorted(rebalance_timeouts)
+        self.join_versions = sorted(join_versions)
+        self.write_errors = sorted(write_errors)
+        self.reduce = reduce
+
+
+def spec_inputs(s: F, model: Model) -> list[F]:
+    """Every event the spec's environment may send in state ``s`` (Client and Coordinator)."""
+    out: list[F] = []
+    mem = s["mem"] if isinstance(s["mem"], dict) else {}
+    in_use = set(s["members"]) | set(s["pending"])
+    for w in s["writes"]:
+        for cb in w["cbs"]:
+            if cb["k"] == "static_replace":
+                in_use |= {cb["old"], cb["new"]}
+    free = [m for m in model.ids if m not in in_use]
+
+    def canonical(xs):
+        return xs[:1] if model.reduce and xs else xs
+
+    new_ids = canonical(free)
+    named = sorted(in_use & set(model.ids)) + canonical(free)
+    insts = [None] + model.instances
+    gen = s["generation"]
+    if s["budget"] != 0:
+        max_v = max(model.join_versions)
+        for mid in [""] + named:
+            for inst in insts:
+                for pt in model.protocol_types:
+                    for p in model.protocols:
+                        for rto in model.rebalance_timeouts:
+                            for v in model.join_versions:
+                                if inst is not None and v < 5:
+                                    continue
+                                if mid != "" and model.reduce and v != max_v:
+                                    continue
+                                for u in (new_ids if mid == "" else [None]):
+                                    out.append(F(type="JoinGroup", mid=mid, inst=inst, ptype=pt, protos=p, rto=rto,
+                                                 v=v, uuid=u))
+        for m in named:
+            if s["state"] == "CompletingRebalance" and m == s["leader"]:
+                full = fn({x: "A" for x in mem})
+                asgs = [full] if model.reduce else [full, ()]
+            else:
+                asgs = [()]
+            for inst in insts:
+                for g in sorted({gen, gen - 1}):
+                    for a in asgs:
+                        out.append(F(type="SyncGroup", mid=m, inst=inst, gen=g, ptype=None, pname=None, asg=a))
+                    out.append(F(type="Heartbeat", mid=m, inst=inst, gen=g))
+        for m in [""] + named:
+            for inst in insts:
+                out.append(F(type="LeaveGroup", ids=(F(mid=m, inst=inst),)))
+        out.append(F(type="DeleteGroups"))
+    armed = s["timers"] if isinstance(s["timers"], dict) else {}
+    for key in armed:
+        if key[0] != "hb" or key[1] in model.ids:
+            out.append(F(type="TimerFired", key=key))
+    if s["writes"]:
+        out.append(F(type="WriteCompleted"))
+        for e in model.write_errors:
+            out.append(F(type="WriteFailed", error=e))
+    if s["state"] != "Dead":
+        out.append(F(type="UnloadPartition"))
+    return out
+
+
+def core_event(e: F, built: Built):
+    """The core's input for a spec event, in the core state ``built``."""
+    t = e["type"]
+    cid = built.core_id
+
+    def inst(i):
+        return None if i is None else Ids.name(i)
+
+    def member(m, i=None):
+        if m == "":
+            return ""
+        return cid(m)
+
+    if t == "JoinGroup":
+        uuid = Ids.name(e["uuid"]) if e["uuid"] is not None else "unused"
+        if e["uuid"] is not None:
+            built.alpha.ids.learn(e["uuid"], CLIENT, inst(e["inst"]))
+    else:
+        uuid = None
+    if is_client(e):
+        return client_request(e, REQ, NOW_MS, member, uuid)
+    if t == "TimerFired":
+        key = e["key"]
+        if key[0] == "hb":
+            core_key = ("heartbeat", PARTITION, GROUP, cid(key[1]))
+        elif key[0] == "expire":
+            core_key = ("expire", PARTITION)
+        else:
+            core_key = (key[0], PARTITION, GROUP)
+        return ev.TimerFired(now_ms=NOW_MS, key=core_key, payload=built.timers.get(core_key))
+    if t == "WriteCompleted":
+        return ev.WriteCompleted(now_ms=NOW_MS, write_id=1)
+    if t == "WriteFailed":
+        return ev.WriteFailed(now_ms=NOW_MS, write_id=1, error=Error[e["error"]])
+    if t == "UnloadPartition":
+        return ev.UnloadPartition(now_ms=NOW_MS, partition=PARTITION)
+    raise ValueError(f"no core event for {t}")
+
+
+def client_request(e: F, request_id, now_ms: int, member, uuid: str | None = None,
+                   session_timeout_ms: int = SESSION_MS):
+    """The core's request for a spec client event; ``member`` maps a spec member id to the
+    core's, ``uuid`` is the new member uuid a JoinGroup carries."""
+    t = e["type"]
+    if t == "DeleteGroups":
+        return ev.DeleteGroups(request_id=request_id, now_ms=now_ms, client_id=CLIENT, version=2,
+                               groups_names=(GROUP,))
+    common = dict(request_id=request_id, now_ms=now_ms, client_id=CLIENT, group_id=GROUP)
+    inst = lambda i: None if i is None else Ids.name(i)  # noqa: E731
+    if t == "JoinGroup":
+        return ev.JoinGroup(**common, version=e["v"], session_timeout_ms=session_timeout_ms,
+                            rebalance_timeout_ms=e["rto"], member_id=member(e["mid"]),
+                            group_instance_id=inst(e["inst"]), protocol_type=e["ptype"],
+                            protocols=core_protocols(e["protos"]), new_member_uuid=uuid)
+    if t == "SyncGroup":
+        asg = e["asg"] if isinstance(e["asg"], dict) else {}
+        return ev.SyncGroup(**common, version=5, generation_id=e["gen"], member_id=member(e["mid"]),
+                            group_instance_id=inst(e["inst"]), protocol_type=e["ptype"], protocol_name=e["pname"],
+                            assignments=tuple((member(m), sbytes(b)) for m, b in asg.items()))
+    if t == "Heartbeat":
+        return ev.Heartbeat(**common, version=4, generation_id=e["gen"], member_id=member(e["mid"]),
+                            group_instance_id=inst(e["inst"]))
+    if t == "LeaveGroup":
+        return ev.LeaveGroup(**common, version=3, members=tuple(
+            ev.MemberIdentity(member(x["mid"]), inst(x["inst"])) for x in e["ids"]))
+    raise ValueError(f"not a client request: {t}")
+
+
+def is_client(e: F) -> bool:
+    return e["type"] in ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DeleteGroups")
