@@ -105,7 +105,8 @@ def core_alone(trace: str, sample_records: int = CORE_SAMPLE_RECORDS) -> dict:
     group-scoped trace whose manifest promises that no group spans files."""
     from groupcoord.core import events as ev
     from groupcoord.core.coordinator import Coordinator
-    from groupcoord.adapters.replay.engine import decode_event, starts_instance
+    from groupcoord.adapters.replay.engine import starts_instance
+    from groupcoord.adapters.replay.records import decode_event
 
     from groupcoord.adapters.replay.job import json_loader
     from groupcoord.adapters.replay.trace_files import TraceError, coordinator_config, iter_batches, read_manifest, trace_files

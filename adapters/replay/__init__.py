@@ -1,5 +1,6 @@
 """Replay: re-running a recorded trace through the core, comparing every recorded output and
-checking every invariant after every step. The engine (``engine``), trace files and their
+checking every invariant after every step. The engine (``engine``: one unit; ``stream``: many; ``records``: their
+fast codecs and columns; ``findings``: what a unit reports), trace files and their
 manifest (``trace_files``, with the one writer of live recordings), the Spark and plain jobs
 (``job``), known faults to plant in a trace (``faults``) and one group drawn over time
 (``timeline``).

@@ -13,23 +13,22 @@ records of one *replay unit* in order, as plain column values, and get back a
   (partition loads, expiration timers, write outcomes) are replayed in place.
 
 Per input the unit checks the input's contract (sequence, time, timers, write order), runs
-the event through ``Coordinator.handle``, checks ``adapters/checks/invariants.py`` and ``emitted.py`` over
-the step (group, transition, commands, timers), compares the recorded outputs that follow with the replayed
-ones and runs ``adapters/checks/trace_checks.py`` over what was recorded. A unit stops at its first
+the event through ``Coordinator.handle``, checks ``adapters/checks/invariants.py`` and
+``emitted.py`` over the step (group, transition, commands, timers), compares the recorded outputs
+that follow with the replayed ones and runs ``adapters/checks/trace_checks.py`` over what was recorded. A unit stops at its first
 finding: after a divergence the replayed state no longer says anything about the recording.
 
-``StreamReplayer`` runs consecutive units from column batches (what a Spark ``mapInArrow``
-task or the plain replayer hands it), ``GroupRecorder`` writes group-scoped traces and
-``canonical_data``/``decode_event`` are the fast (de)serializers both use.
+``stream.StreamReplayer`` runs consecutive units from column batches (what a Spark
+``mapInArrow`` task or the plain replayer hands it); ``records`` holds ``GroupRecorder``, which
+writes group-scoped traces, and the fast (de)serializers both use (``canonical_data``,
+``decode_event``); ``findings`` holds what a unit reports.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Iterable
 
-import attrs
 
 from groupcoord.core import commands as cmd
 from groupcoord.core import events as ev
@@ -40,383 +39,29 @@ from groupcoord.adapters.checks import trace_checks as tc
 from groupcoord.core.commands import CancelPartitionTimers, CancelTimer, Respond, SetTimer, Write
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator, partition_for
-from groupcoord.core.errors import Error
-
-GROUP, INSTANCE = "group", "instance"
-MALFORMED_ROW = "!malformed"
-MAX_VALUE_CHARS = 4000
-
-_dumps = json.JSONEncoder(separators=(",", ":")).encode
-_scan = json.decoder.JSONDecoder().scan_once
-
-
-def json_loads(text: str):
-    """json.loads for canonical data (no surrounding whitespace), minus its Python overhead."""
-    try:
-        value, end = _scan(text, 0)
-    except StopIteration as e:
-        raise ValueError(f"expecting a value at char {e.value}") from None
-    if end != len(text):
-        return json.loads(text)  # whitespace around it, or trailing garbage: let json decide
-    return value
-
-
-_loads = json_loads
-
-# ------------------------------------------------------------------ canonical data strings
-#
-# trace.encode + json.dumps, specialised: one generated function per attrs class writes the
-# value's JSON directly. Output is byte for byte json.dumps(trace.encode(v), separators=(",",
-# ":")) (tests/replay/test_replay.py checks it on every record the simulator makes).
-
-from enum import Enum
-from json.encoder import encode_basestring_ascii as _jstr
-
-_ENCODERS: dict[type, Any] = {}
-_DATA_ENCODERS: dict[type, Any] = {}
-
-
-def _enc(value) -> str:
-    f = _ENCODERS.get(type(value))
-    if f is None:
-        f = _make_encoder(type(value))
-    return f(value)
-
-
-def _enc_seq(value) -> str:
-    return "[" + ",".join([_enc(x) for x in value]) + "]"
-
-
-def _make_encoder(cls):
-    if attrs.has(cls):
-        names = [f.name for f in attrs.fields(cls)]
-        # str and int fields inline, everything else through _enc
-        body = "".join(f"    x{i} = v.{n}\n    t{i} = T(x{i})\n" for i, n in enumerate(names))
-        parts = " + ".join(f"'{',' if i else ''}\"{n}\":' + (S(x{i}) if t{i} is str else R(x{i}) if t{i} is int "
-                           f"else E(x{i}))" for i, n in enumerate(names))
-        namespace = {"E": _enc, "T": type, "S": _jstr, "R": int.__repr__}
-        exec(f"def data(v):\n{body}    return '{{' + {parts or repr('')} + '}}'\n", namespace)
-        data_fn = namespace["data"]
-        head = '{"type":' + _jstr(cls.__name__) + ',"data":'
-        _DATA_ENCODERS[cls] = data_fn
-        f = lambda v: head + data_fn(v) + "}"  # noqa: E731
-    elif issubclass(cls, Error):
-        f = lambda v: '"' + v.name + '"'  # noqa: E731
-    elif issubclass(cls, Enum):
-        f = lambda v: _enc(v.value)  # noqa: E731
-    elif cls is bool:
-        f = lambda v: "true" if v else "false"  # noqa: E731
-    elif cls is int or cls is float:
-        f = _dumps
-    elif issubclass(cls, str):
-        f = _jstr
-    elif cls is type(None):
-        f = lambda v: "null"  # noqa: E731
-    elif cls is bytes:
-        f = lambda v: '{"hex":"' + v.hex() + '"}'  # noqa: E731
-    elif issubclass(cls, (tuple, list)):
-        f = _enc_seq
-    else:
-        return lambda v: _dumps(trace.encode(v))  # raises TraceError for what cannot be encoded
-    _ENCODERS[cls] = f
-    return f
-
-
-_ENCODERS[int] = int.__repr__
-_ENCODERS[str] = _jstr
-
-
-def canonical_data(value: Any) -> str:
-    """The ``data`` of a value's record as canonical JSON: ``trace.encode``'s fields in attrs
-    order, compact separators, ASCII (exactly ``json.dumps(encode(v)["data"],
-    separators=(",", ":"))``)."""
-    f = _DATA_ENCODERS.get(type(value))
-    if f is None:
-        if not attrs.has(type(value)):
-            raise trace.TraceError(f"not a record value: {value!r}")
-        _make_encoder(type(value))
-        f = _DATA_ENCODERS[type(value)]
-    return f(value)
-
-
-# ------------------------------------------------------------------ plain data (fast comparison)
-#
-# A value's fields as a dict (``plain_data``), for a C JSON encoder (orjson.dumps) to
-# serialise with ``default=plain_default`` for what it does not know: nested record values
-# become {"type", "data"}, bytes {"hex"}. Error codes are written by name, which the
-# dict does for fields (orjson writes an IntEnum as its number). The replay compares that
-# serialisation with the recorded string and only when they differ falls back to the exact
-# comparison (canonical_data, then by value). An encoder that writes a value differently
-# (non-ASCII, floats, an error code inside a list) therefore costs time, never a wrong answer.
-
-_PLAIN_DATA: dict[type, Any] = {}
-
-
-def _make_plain_data(cls):
-    names = [f.name for f in attrs.fields(cls)]
-    body = "".join(f"    x{i} = v.{n}\n    if T(x{i}) is E:\n        x{i} = x{i}.name\n" for i, n in enumerate(names))
-    items = ", ".join(f"{n!r}: x{i}" for i, n in enumerate(names))
-    namespace = {"T": type, "E": Error}
-    exec(f"def data(v):\n{body}    return {{{items}}}\n", namespace)
-    f = _PLAIN_DATA[cls] = namespace["data"]
-    return f
-
-
-def plain_data(value: Any) -> dict:
-    """The fields of a record value, error codes by name, for an encoder with
-    ``default=plain_default``; TypeError if ``value`` is not a record value."""
-    f = _PLAIN_DATA.get(type(value))
-    if f is None:
-        if not attrs.has(type(value)):
-            raise TypeError(f"not a record value: {value!r}")
-        f = _make_plain_data(type(value))
-    return f(value)
-
-
-def plain_default(value: Any):
-    """``default`` for a JSON encoder of plain data: nested record values and bytes."""
-    if type(value) is bytes:
-        return {"hex": value.hex()}
-    return {"type": type(value).__name__, "data": plain_data(value)}
-
-
-def record_line(group_id, partition, seq: int, ts_ms: int, direction: str, type_name: str, data: str) -> str:
-    """A JSON Lines record, byte for byte ``trace.to_json_line`` of the same record."""
-    return ('{"v":1,"group_id":' + ("null" if group_id is None else _jstr(group_id))
-            + ',"partition":' + ("null" if partition is None else str(partition))
-            + ',"seq":' + str(seq) + ',"ts_ms":' + str(ts_ms) + ',"dir":"' + direction
-            + '","type":"' + type_name + '","data":' + data + "}")
-
-
-# ------------------------------------------------------------------ decoding events
-
-_DECODERS: dict[str, Any] = {}
-_ERRORS: dict[str, Error] = {}
-
-
-def _error(value):
-    if type(value) is str:
-        e = _ERRORS.get(value)
-        if e is None:
-            try:
-                e = _ERRORS[value] = Error.parse(value)
-            except ValueError as exc:
-                raise trace.TraceError(str(exc)) from None
-        return e
-    return value
-
-
-def _value(raw):
-    t = type(raw)
-    if t is int or t is str or raw is None:
-        return raw
-    if t is list:
-        return tuple([x if (type(x) is int or type(x) is str or x is None) else _value(x) for x in raw])
-    if t is dict:
-        if len(raw) == 2 and "type" in raw and "data" in raw and type(raw["data"]) is dict:
-            f = _DECODERS.get(raw["type"])
-            if f is None:
-                f = _make_decoder(raw["type"])
-            if f is not None:
-                value = f(raw["data"])
-                if value is not None:
-                    return value
-        elif len(raw) == 1 and "hex" in raw and type(raw["hex"]) is str:
-            try:
-                return bytes.fromhex(raw["hex"])
-            except ValueError:
-                pass
-    return trace.decode(raw)  # the general path: other values, and the errors
-
-
-def _make_decoder(type_name: str):
-    cls = trace.TYPES.get(type_name)
-    if cls is None:
-        return None
-    names = [f.name for f in attrs.fields(cls)]
-    keys = frozenset(names)
-    # ints, strings and nulls are taken as they are; everything else goes through _value
-    # (errors through _error), without a call per scalar field
-    body = "".join(
-        f"    x{i} = d[{n!r}]\n"
-        + (f"    x{i} = ERR(x{i})\n" if n in ("error", "error_code") else
-           f"    t = T(x{i})\n    if t is not int and t is not str and x{i} is not None:\n        x{i} = V(x{i})\n")
-        for i, n in enumerate(names))
-    args = ", ".join(f"{n}=x{i}" for i, n in enumerate(names))
-    namespace = {"C": cls, "V": _value, "T": type, "ERR": lambda raw: _error(_value(raw)), "KEYS": keys}
-    exec(f"def dec(d):\n    if d.keys() != KEYS:\n        return None\n{body}    return C({args})\n", namespace)
-    _DECODERS[type_name] = namespace["dec"]
-    return namespace["dec"]
-
-
-def decode_event(type_name: str, data: str, loads=json_loads):
-    """The event of an input record (``data`` as a JSON string); TraceError if it is not one.
-    ``loads`` parses JSON (adapters may pass a faster one, e.g. orjson.loads)."""
-    if type_name not in trace.EVENT_TYPES:
-        raise trace.TraceError(f"unknown in type {type_name!r}")
-    try:
-        d = loads(data)
-    except (TypeError, ValueError) as e:  # orjson.JSONDecodeError is a ValueError
-        raise trace.TraceError(f"data is not JSON: {e}") from None
-    if type(d) is not dict:
-        raise trace.TraceError("data must be an object")
-    f = _DECODERS.get(type_name) or _make_decoder(type_name)
-    try:
-        event = f(d)
-    except (TypeError, ValueError, KeyError):
-        event = None
-    if event is None:  # missing fields (defaults) or something wrong: the general path explains
-        event = trace.decode({"type": type_name, "data": d})
-    if not hasattr(event, "now_ms"):
-        raise trace.TraceError(f"{type_name} is not an event")
-    return event
-
-
-def decode_command(type_name: str, data: str):
-    if type_name not in trace.COMMAND_TYPES:
-        raise trace.TraceError(f"unknown out type {type_name!r}")
-    try:
-        d = _loads(data)
-    except (TypeError, ValueError) as e:
-        raise trace.TraceError(f"data is not JSON: {e}") from None
-    return trace.decode({"type": type_name, "data": d})
-
-
-def _same_data(recorded: str, replayed: str) -> bool:
-    if recorded == replayed:
-        return True
-    try:
-        return _loads(recorded) == _loads(replayed)
-    except (TypeError, ValueError):
-        return False
-
-
-# ------------------------------------------------------------------ recording
-
-
-class TraceColumns:
-    """Trace records as columns (the Parquet layout), appended row by row."""
-
-    NAMES = ("v", "group_id", "partition", "seq", "ts_ms", "dir", "type", "data")
-
-    def __init__(self) -> None:
-        self.group_id: list = []
-        self.partition: list = []
-        self.seq: list = []
-        self.ts_ms: list = []
-        self.dir: list = []
-        self.type: list = []
-        self.data: list = []
-
-    def __len__(self) -> int:
-        return len(self.seq)
-
-    def append(self, group_id, partition, seq, ts_ms, direction, type_name, data) -> None:
-        self.group_id.append(group_id)
-        self.partition.append(partition)
-        self.seq.append(seq)
-        self.ts_ms.append(ts_ms)
-        self.dir.append(direction)
-        self.type.append(type_name)
-        self.data.append(data)
-
-    def extend(self, other: "TraceColumns") -> None:
-        for name in self.NAMES[1:]:
-            getattr(self, name).extend(getattr(other, name))
-
-    def rows(self) -> Iterable[tuple]:
-        return zip(self.group_id, self.partition, self.seq, self.ts_ms, self.dir, self.type, self.data)
-
-    def lines(self) -> Iterable[str]:
-        for row in self.rows():
-            yield record_line(*row)
-
-
-class GroupRecorder:
-    """Records a coordinator instance that serves one group (group scope): every record of
-    the instance, partition loads and write outcomes included, carries the group's id and
-    offsets partition, numbered by one per-group sequence across instances."""
-
-    def __init__(self, group_id: str, partition: int, columns: TraceColumns | None = None) -> None:
-        self.group_id, self.partition = group_id, partition
-        self.columns = columns if columns is not None else TraceColumns()
-        self.seq = 0
-
-    def record(self, event, commands: list) -> None:
-        gid, part, cols = self.group_id, self.partition, self.columns
-        ts = event.now_ms
-        seq = self.seq
-        cols.append(gid, part, seq, ts, "in", type(event).__name__, canonical_data(event))
-        for command in commands:
-            seq += 1
-            cols.append(gid, part, seq, ts, "out", type(command).__name__, canonical_data(command))
-        self.seq = seq + 1
-
-
-# ------------------------------------------------------------------ findings
-
-
-DIVERGENCE, VIOLATION, CONTRACT, SEQUENCE, TIME, MALFORMED = (
-    "divergence", "violation", "contract", "sequence", "time", "malformed")
-
-
-@attrs.frozen
-class Finding:
-    """The first problem of a replay unit.
-
-    ``kind``: divergence (a recorded output differs from the replayed one, or is missing or
-    extra; ``checks`` names what the recorded output violates), violation (the replayed core
-    breaks an invariant or a trace check: a core bug), contract (the recorded inputs break
-    the embedding contract), sequence, time, malformed (a record is not trace format v1).
-    ``expected`` is what the replayed core gives (or the contract wants), ``actual`` what the
-    trace holds.
-    """
-
-    group_id: str | None
-    kind: str
-    check: str
-    checks: tuple[str, ...]
-    seq: int | None
-    dir: str | None
-    type: str | None
-    ts_ms: int | None
-    file: str | None
-    line: int | None
-    expected: str | None
-    actual: str | None
-    detail: str
-
-    def location(self) -> str:
-        if self.file is None:
-            return f"seq {self.seq}"
-        return f"{self.file}:{self.line}"
-
-    def summary(self) -> str:
-        head = f"{self.group_id!r} {self.kind} [{', '.join(self.checks) or self.check}] at {self.location()}"
-        parts = [head, f"  {self.detail}"]
-        if self.expected is not None:
-            parts.append(f"  expected: {self.expected}")
-        if self.actual is not None:
-            parts.append(f"  actual:   {self.actual}")
-        return "\n".join(parts)
-
-
-def _clip(s: str | None) -> str | None:
-    if s is None or len(s) <= MAX_VALUE_CHARS:
-        return s
-    return s[:MAX_VALUE_CHARS] + f"... ({len(s)} chars)"
-
-
-@attrs.frozen
-class UnitResult:
-    group_id: str | None
-    records: int
-    inputs: int
-    outputs: int
-    instances: int
-    skipped: int
-    finding: Finding | None
-
+from groupcoord.adapters.replay.findings import (
+    CONTRACT,
+    DIVERGENCE,
+    MALFORMED,
+    SEQUENCE,
+    TIME,
+    VIOLATION,
+    Finding,
+    UnitResult,
+    clip,
+)
+from groupcoord.adapters.replay.records import (
+    GROUP,
+    MALFORMED_ROW,
+    PLAIN_DATA,
+    canonical_data,
+    decode_command,
+    decode_event,
+    json_loads,
+    plain_data,
+    plain_default,
+    same_data,
+)
 
 # ------------------------------------------------------------------ replaying one unit
 
@@ -574,7 +219,7 @@ class UnitReplay:
         names = tuple(dict.fromkeys([check, *checks]))
         self.finding = Finding(
             group_id if group_id is not None else self.group_id, kind, check, names, seq, direction, type_name,
-            ts_ms, file, line, _clip(expected), _clip(actual), _clip(detail))
+            ts_ms, file, line, clip(expected), clip(actual), clip(detail))
         raise _Stop()
 
     # ----------------------------------------------------------- inputs
@@ -770,7 +415,7 @@ class UnitReplay:
                     self._first_mismatch = (index, replayed, self._where)
                 else:
                     # the fast comparison inline (see _same), the exact one when it fails
-                    dumps, plain = self._dumps, _PLAIN_DATA.get(type(replayed))
+                    dumps, plain = self._dumps, PLAIN_DATA.get(type(replayed))
                     try:
                         same = dumps is not None and plain is not None and dumps(
                             plain(replayed), default=plain_default) == data.encode()
@@ -788,7 +433,7 @@ class UnitReplay:
                     return True
             except (TypeError, ValueError, UnicodeError):  # not a record value, or what the encoder refuses
                 pass
-        return _same_data(data, canonical_data(replayed))
+        return same_data(data, canonical_data(replayed))
 
     def _close_step(self) -> None:
         event = self._step_event
@@ -859,77 +504,3 @@ def _first_name(found: list[str]) -> str:
     return found[0].split(":", 1)[0]
 
 
-# ------------------------------------------------------------------ streams of units
-
-
-class StreamReplayer:
-    """Replays consecutive units from column batches sorted by (group_id, seq) (group scope)
-    or in written order per recording (instance scope: ``unit_keys`` names the recording).
-    Holds the open unit across batches; ``feed`` returns the units finished so far."""
-
-    def __init__(self, config: CoordinatorConfig | None = None, *, outputs: bool = True, scope: str = GROUP,
-                 check_invariants: bool = True, loads=json_loads, dumps=None) -> None:
-        self.config = config or CoordinatorConfig()
-        self.outputs, self.scope, self.check_invariants = outputs, scope, check_invariants
-        self.loads, self.dumps = loads, dumps
-        self.current: UnitReplay | None = None
-        self._current_key = object()
-
-    def _open(self, key, group_id) -> UnitReplay:
-        return UnitReplay(group_id, self.config, outputs=self.outputs, scope=self.scope,
-                          check_invariants=self.check_invariants, loads=self.loads, dumps=self.dumps)
-
-    def feed(self, v, group_id, partition, seq, ts_ms, direction, type_name, data, file=None, line=None,
-             unit_keys=None) -> list[UnitResult]:
-        """Columns as equal-length lists (``file``/``line`` may be None)."""
-        done: list[UnitResult] = []
-        keys = group_id if unit_keys is None else unit_keys
-        current, current_key = self.current, self._current_key
-        n = len(seq)
-        files = file if file is not None else [None] * n
-        lines = line if line is not None else [None] * n
-        record = current.record if current is not None else None
-        for key, v_, gid, part, seq_, ts, d, tn, data_, f, ln in zip(
-                keys, v, group_id, partition, seq, ts_ms, direction, type_name, data, files, lines):
-            if key != current_key or current is None:
-                if current is not None:
-                    done.append(current.finish())
-                current = self.current = self._open(key, gid if unit_keys is None else None)
-                current_key = self._current_key = key
-                record = current.record
-            record(v_, gid, part, seq_, ts, d, tn, data_, f, ln)
-        return done
-
-    def finish(self) -> list[UnitResult]:
-        if self.current is None:
-            return []
-        result = self.current.finish()
-        self.current = None
-        self._current_key = object()
-        return [result]
-
-
-def replay_records(records: Iterable[dict], config: CoordinatorConfig | None = None, *, outputs: bool = True,
-                   scope: str = GROUP) -> list[UnitResult]:
-    """Replay trace record dicts (``trace.Recorder`` output or parsed JSON Lines) in memory:
-    grouped by group and sorted by seq (group scope) or as given (instance scope)."""
-    rows = list(records)
-    if scope == GROUP:
-        rows.sort(key=lambda r: (r["group_id"] is not None, r["group_id"] or "", r["seq"]))
-    replayer = StreamReplayer(config, outputs=outputs, scope=scope)
-    cols = {name: [] for name in ("v", "group_id", "partition", "seq", "ts_ms", "dir", "type", "data")}
-    for r in rows:
-        for name in cols:
-            value = r[name]
-            if name == "data" and not isinstance(value, str):
-                value = _dumps(value)
-            cols[name].append(value)
-    keys = [0] * len(rows) if scope == INSTANCE else None
-    results = replayer.feed(*(cols[n] for n in cols), unit_keys=keys)
-    return results + replayer.finish()
-
-
-__all__ = [
-    "GROUP", "INSTANCE", "Finding", "GroupRecorder", "StreamReplayer", "TraceColumns", "UnitReplay", "UnitResult",
-    "canonical_data", "decode_command", "decode_event", "record_line", "replay_records", "starts_instance",
-]

@@ -232,7 +232,7 @@ def _augment(fault: str, n: int, holder: dict, held: dict, takes, visited: set) 
 def _write(src: Path, dst: Path, files: list[Path], by_file: dict) -> None:
     """Write the copy; a directory this call created is removed again if writing fails."""
     from groupcoord.adapters.replay import trace_files as trace_io
-    from groupcoord.adapters.replay.engine import TraceColumns
+    from groupcoord.adapters.replay.records import TraceColumns
 
     created = not dst.exists()
     dst.mkdir(parents=True, exist_ok=True)

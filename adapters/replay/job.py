@@ -69,7 +69,7 @@ def json_loader():
 
         return orjson.loads
     except ImportError:  # the standard library's json is the fallback
-        from groupcoord.adapters.replay.engine import json_loads
+        from groupcoord.adapters.replay.records import json_loads
 
         return json_loads
 
@@ -109,7 +109,7 @@ class PartitionReplay:
 
     def __init__(self, options: dict, file_names: list[str] | None = None) -> None:
         from groupcoord.core.config import CoordinatorConfig
-        from groupcoord.adapters.replay.engine import StreamReplayer
+        from groupcoord.adapters.replay.stream import StreamReplayer
 
         config = CoordinatorConfig.from_kafka(options.get("config") or {})
         self.replayer = StreamReplayer(config, outputs=options.get("outputs", True),
@@ -785,7 +785,7 @@ RECORDINGS_SHOWN = 10  # more than this: those with findings only (up to this ma
 
 
 def format_report(summary: dict) -> str:
-    from groupcoord.adapters.replay.engine import MALFORMED_ROW
+    from groupcoord.adapters.replay.records import MALFORMED_ROW
 
     s = summary
     recordings = s.get("recordings") or []

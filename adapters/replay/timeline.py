@@ -31,7 +31,8 @@ from groupcoord.core.consumer_protocol import ConsumerProtocolError, decode_assi
 from groupcoord.core.commands import JoinGroupResponse, LeaveGroupResponse, Respond
 from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
-from groupcoord.adapters.replay.engine import decode_event, starts_instance
+from groupcoord.adapters.replay.engine import starts_instance
+from groupcoord.adapters.replay.records import decode_event
 
 STATE_COLORS = {"Empty": "#c8c8c8", "PreparingRebalance": "#f4a259", "CompletingRebalance": "#f6d55c",
                 "Stable": "#5bb381", "Dead": "#333333", "absent": "#ffffff"}

@@ -249,7 +249,7 @@ def test_serve_trace_records_a_trace_that_replays_to_the_same_commands(tmp_path)
     assert meta["config"]["group.initial.rebalance.delay.ms"] == 0
     config = CoordinatorConfig.from_kafka(meta["config"])
     # The project's trace replay (adapters/replay/engine.py: invariants, trace checks, outputs) finds nothing.
-    from groupcoord.adapters.replay.engine import replay_records
+    from groupcoord.adapters.replay.stream import replay_records
 
     results = replay_records(records, config, scope="instance")
     assert results and all(r.finding is None for r in results), [r.finding.summary() for r in results if r.finding]

@@ -20,7 +20,7 @@ from groupcoord.adapters.replay import job as replay_job
 from groupcoord.adapters.sim import simulator
 from groupcoord.adapters.replay import trace_files as trace_io
 from groupcoord.core import trace
-from groupcoord.adapters.replay import engine as replay
+from groupcoord.adapters.replay import records, stream
 from groupcoord.core.config import CoordinatorConfig  # noqa: E402
 from replay_helpers import shared_recording, spread_over_files  # noqa: E402
 
@@ -49,14 +49,14 @@ def test_canonical_encoding_is_trace_encode(root):
     kinds = set()
     for v, gid, part, seq, ts, direction, type_name, data in list(rows_of(simulated(root)))[:6000]:
         value = trace.decode({"type": type_name, "data": json.loads(data)})
-        assert replay.canonical_data(value) == data == dumps(trace.encode(value)["data"])
+        assert records.canonical_data(value) == data == dumps(trace.encode(value)["data"])
         record = {"v": v, "group_id": gid, "partition": part, "seq": seq, "ts_ms": ts, "dir": direction,
                   "type": type_name, "data": json.loads(data)}
-        assert replay.record_line(gid, part, seq, ts, direction, type_name, data) == trace.to_json_line(record)
+        assert records.record_line(gid, part, seq, ts, direction, type_name, data) == trace.to_json_line(record)
         if direction == "in":
-            assert replay.decode_event(type_name, data) == value
+            assert records.decode_event(type_name, data) == value
         else:  # the fast comparison's serialisation is the recorded one (else it is never fast)
-            assert orjson.dumps(replay.plain_data(value), default=replay.plain_default) == data.encode()
+            assert orjson.dumps(records.plain_data(value), default=records.plain_default) == data.encode()
         kinds.add(type_name)
     assert {"JoinGroup", "SyncGroup", "Heartbeat", "OffsetCommit", "LeaveGroup", "TimerFired", "LoadPartition",
             "WriteCompleted", "Respond", "Write", "SetTimer", "CancelTimer"} <= kinds
@@ -98,7 +98,7 @@ def test_clean_trace_replays_clean(root, tmp_path, processes):
 
 def test_fast_invariant_path_equals_check_commands(root):
     cfg = trace_io.coordinator_config(trace_io.read_manifest(simulated(root)))
-    replayer = replay.StreamReplayer(cfg)
+    replayer = stream.StreamReplayer(cfg)
     opened = replayer._open
 
     def verifying(key, gid):
@@ -234,7 +234,7 @@ def test_bad_records_are_refused_by_file_and_line(root, tmp_path, mutate, messag
     bad = tmp_path / "t.jsonl"
     bad.write_text("\n".join(lines) + "\n")
     rows = list(trace_io.iter_batches(bad, strict=False))
-    results = replay.StreamReplayer(CoordinatorConfig.from_kafka(
+    results = stream.StreamReplayer(CoordinatorConfig.from_kafka(
         trace_io.read_manifest(src)["config"])).feed(
         *(rows[0][n] for n in trace_io.COLUMNS), rows[0]["file"], rows[0]["line"])
     finding = next(r.finding for r in results if r.finding)
@@ -415,7 +415,7 @@ def test_an_instance_recording_read_as_group_scoped_is_a_contract_finding(tmp_pa
     contract of a group stream, whatever its seq."""
     path = shared_recording(tmp_path)
     assert trace_io.read_manifest(path)["scope"] == "instance"
-    results = replay.replay_records(trace_io.read_records(path), scope=replay.GROUP)
+    results = stream.replay_records(trace_io.read_records(path), scope=records.GROUP)
     found = [r.finding for r in results if r.finding]
     assert found and all(f.group_id is not None or f.kind == "contract" for f in found)
     groupless = [f for f in found if f.group_id is None]
