@@ -13,7 +13,7 @@ from types import MappingProxyType
 from .consumer_protocol import subscription_topics
 from .frozen import evolve, field_reader
 from .model import Group, Member, Parked
-from .states import GroupState, IllegalTransition, LEGAL_PREVIOUS
+from .states import GroupState, require_legal
 
 
 _FIELDS, _values = field_reader(Group)  # _values: a Group's or a draft's fields, in one call
@@ -46,8 +46,7 @@ class GroupDraft:
     can_rebalance = Group.can_rebalance
 
     def transition(self, target: GroupState, now_ms: int) -> None:
-        if self.state not in LEGAL_PREVIOUS[target]:
-            raise IllegalTransition(f"group {self.group_id}: {self.state} -> {target} is not legal")
+        require_legal(self.group_id, self.state, target)
         self.previous_state = self.state
         self.state = target
         self.state_timestamp_ms = now_ms

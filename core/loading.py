@@ -14,12 +14,12 @@ from .commands import (
     OffsetTombstone,
     SyncGroupResponse,
 )
-from .draft import assemble_group, GroupDraft
+from .draft import assemble_group
 from .error_responses import error_like
 from .errors import Error
 from .model import Group, Member, OffsetEntry
 from .partitioning import ACTIVE, LOADING
-from .states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from .states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, require_legal
 
 
 class Loading:
@@ -94,7 +94,7 @@ class Loading:
                         error_code=Error.NOT_COORDINATOR, member_id=member.member_id))
                 elif group.state in (COMPLETING_REBALANCE, STABLE) and member.awaiting_sync is not None:
                     self._respond(member.awaiting_sync.request_id, SyncGroupResponse(error_code=Error.NOT_COORDINATOR))
-            GroupDraft(group).transition(DEAD, self._now)  # Kafka's onUnloaded; then it is dropped
+            require_legal(gid, group.state, DEAD)  # Kafka's onUnloaded moves it to Dead; then it is dropped
             del self._groups[gid]
             self._offsets.pop(gid, None)
             self._committed.pop(gid, None)

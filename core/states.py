@@ -52,9 +52,29 @@ TRANSITION_CAUSES: dict[tuple[GroupState, GroupState], str] = {
 }
 
 
+# Every edge of the table, grouped by target in the states' order (the diagram's order).
+EDGES: tuple[tuple[GroupState, GroupState], ...] = tuple(
+    (source, target) for target in GroupState for source in sorted(LEGAL_PREVIOUS[target], key=list(GroupState).index))
+
+
 def is_legal(source: GroupState, target: GroupState) -> bool:
     return source in LEGAL_PREVIOUS[target]
 
 
+def edges_between(source: GroupState, target: GroupState) -> tuple[tuple[GroupState, GroupState], ...]:
+    """The table edges one event takes from ``source`` to ``target``: the edge itself, or the two
+    through PreparingRebalance (a rebalance whose join completes at once); () if neither is legal."""
+    if is_legal(source, target):
+        return ((source, target),)
+    if is_legal(source, PREPARING_REBALANCE) and is_legal(PREPARING_REBALANCE, target):
+        return ((source, PREPARING_REBALANCE), (PREPARING_REBALANCE, target))
+    return ()
+
+
 class IllegalTransition(RuntimeError):
     pass
+
+
+def require_legal(group_id: str, source: GroupState, target: GroupState) -> None:
+    if source not in LEGAL_PREVIOUS[target]:
+        raise IllegalTransition(f"group {group_id}: {source} -> {target} is not legal")

@@ -16,11 +16,10 @@ from .continuations import (
     RestoreGroup,
     UndoOffsets,
 )
-from .draft import GroupDraft
 from .error_responses import error_response
 from .errors import Error, translate_append_error, translate_operation_error
 from .frozen import evolve, frozen
-from .states import DEAD, EMPTY
+from .states import DEAD, EMPTY, require_legal
 
 
 @frozen
@@ -255,7 +254,7 @@ class Writes:
         to Dead and evicts it; here the edge is checked and the group dropped (nothing can hold a
         Dead group)."""
         group = self._groups.pop(group_id)
-        GroupDraft(group).transition(DEAD, self._now)
+        require_legal(group_id, group.state, DEAD)
         self._set_offsets(partition, [(group_id, key, None) for key in sorted(self._offsets.get(group_id, {}))])
         return RestoreGroup(group_id, group)
 

@@ -6,7 +6,7 @@ this module exists so the table is validated by an independent library and drawn
 
 from __future__ import annotations
 
-from groupcoord.core.states import LEGAL_PREVIOUS, TRANSITION_CAUSES, GroupState
+from groupcoord.core.states import EDGES, LEGAL_PREVIOUS, TRANSITION_CAUSES, GroupState
 
 
 def build_machine():
@@ -23,11 +23,8 @@ def build_machine():
 def mermaid() -> str:
     """The state diagram in mermaid syntax, one edge per legal transition."""
     lines = ["stateDiagram-v2", f"    [*] --> {GroupState.EMPTY.value}: group created"]
-    order = list(GroupState)
-    for target in order:
-        for source in sorted(LEGAL_PREVIOUS[target], key=order.index):
-            label = TRANSITION_CAUSES[(source, target)]
-            lines.append(f"    {source.value} --> {target.value}: {label}")
+    for source, target in EDGES:
+        lines.append(f"    {source.value} --> {target.value}: {TRANSITION_CAUSES[(source, target)]}")
     return "\n".join(lines) + "\n"
 
 
@@ -35,11 +32,9 @@ def mermaid() -> str:
 
 def transition_table() -> str:
     """The legal transitions as a markdown table, in the diagram's order, with their causes."""
-    order = list(GroupState)
     rows = ["| From | To | Cause |", "|---|---|---|"]
-    for target in order:
-        for source in sorted(LEGAL_PREVIOUS[target], key=order.index):
-            rows.append(f"| {source.value} | {target.value} | {TRANSITION_CAUSES[(source, target)]} |")
+    for source, target in EDGES:
+        rows.append(f"| {source.value} | {target.value} | {TRANSITION_CAUSES[(source, target)]} |")
     return "\n".join(rows) + "\n"
 
 

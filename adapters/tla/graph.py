@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from groupcoord.core.states import LEGAL_PREVIOUS, PREPARING_REBALANCE, GroupState, is_legal
+from groupcoord.core.states import EDGES, GroupState, edges_between
 from groupcoord.core import events as ev
 from groupcoord.core.coordinator import Coordinator
 
@@ -142,8 +142,7 @@ class GraphCheck:
     @property
     def uncovered(self) -> list[tuple[str, str]]:
         """Edges of the state table that no matched core step takes."""
-        return [(s.value, t.value) for t, sources in LEGAL_PREVIOUS.items() for s in sorted(sources, key=list(GroupState).index)
-                if (s.value, t.value) not in self.transitions]
+        return [(s.value, t.value) for s, t in EDGES if (s, t) not in self.transitions]
 
     @property
     def ok(self) -> bool:
@@ -151,10 +150,9 @@ class GraphCheck:
 
     def coverage(self) -> list[str]:
         """One line per edge of the state table, with how many matched core steps take it."""
-        return [f"table edge {s} -> {t}: " + (f"taken by {self.transitions[(s, t)]} core steps"
-                                               if (s, t) in self.transitions else "TAKEN BY NO CORE STEP")
-                for t, sources in LEGAL_PREVIOUS.items() for s in
-                (x.value for x in sorted(sources, key=list(GroupState).index))]
+        return [f"table edge {s.value} -> {t.value}: " + (f"taken by {self.transitions[(s, t)]} core steps"
+                                                           if (s, t) in self.transitions else "TAKEN BY NO CORE STEP")
+                for s, t in EDGES]
 
     def summary(self) -> str:
         return (f"graph check: {self.nodes} states ({self.classes} distinct without out/event), {self.edges} edges, "
@@ -279,15 +277,14 @@ def check_graph(graph: Graph, model: Model, stop_at_first: bool = False, limit: 
     return res
 
 
+_STATES = {g.value: g for g in GroupState}  # the spec's state names that are group states
+
+
 def _count_transition(counts: dict, before: str, after: str) -> None:
-    states = {g.value for g in GroupState}
-    if before == after or before not in states or after not in states:
+    if before == after or before not in _STATES or after not in _STATES:
         return
-    hops = [(before, after)]
-    if not is_legal(GroupState(before), GroupState(after)):  # through PreparingRebalance in one step
-        hops = [(before, PREPARING_REBALANCE.value), (PREPARING_REBALANCE.value, after)]
-    for hop in hops:
-        counts[hop] = counts.get(hop, 0) + 1
+    for edge in edges_between(_STATES[before], _STATES[after]):
+        counts[edge] = counts.get(edge, 0) + 1
 
 
 def _brief(s: F) -> str:

@@ -4,7 +4,7 @@ scenario takes a transition the table lacks."""
 from groupcoord.adapters.conformance import scenarios as conformance
 from groupcoord.adapters.runtime.driver import Driver
 from groupcoord.core import events as ev
-from groupcoord.core.states import LEGAL_PREVIOUS, PREPARING_REBALANCE, DEAD, is_legal
+from groupcoord.core.states import DEAD, EDGES, edges_between
 from paths import SUITE
 from scenario_hooks import observe_scenario_drivers
 
@@ -30,9 +30,11 @@ class EdgeRecorder:
                 if isinstance(event, _DEATHS):
                     self.taken.add((old, DEAD))
             elif new is not old:
-                hops = [(old, new)] if is_legal(old, new) else [(old, PREPARING_REBALANCE), (PREPARING_REBALANCE, new)]
-                for hop in hops:
-                    (self.taken.add if is_legal(*hop) else self.illegal.append)(hop)
+                edges = edges_between(old, new)
+                if edges:
+                    self.taken.update(edges)
+                else:
+                    self.illegal.append((old, new))
         self.before = now
 
 
@@ -51,7 +53,7 @@ def test_every_table_edge_is_taken_by_a_scenario(monkeypatch):
             assert recorder.illegal == [], f"{path.name}: {recorder.illegal}"
             for edge in recorder.taken:
                 first.setdefault(edge, path.name)
-    table = {(source, target) for target, sources in LEGAL_PREVIOUS.items() for source in sources}
+    table = set(EDGES)
     for (source, target), name in sorted(first.items(), key=lambda kv: (kv[0][0].value, kv[0][1].value)):
         print(f"{source.value} -> {target.value}: first taken by {name}")
     assert table - set(first) == set(), "table edges no scenario takes"
