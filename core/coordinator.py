@@ -25,13 +25,17 @@ from .commands import (
     DescribedGroup,
     DescribedMember,
     DescribeGroupsResponse,
+    ExpirationTimer,
     FindCoordinatorResponse,
     GroupTombstone,
+    HeartbeatTimer,
+    JoinTimer,
     ListedGroup,
     ListGroupsResponse,
     OffsetTombstone,
     Respond,
     SetTimer,
+    SyncTimer,
 )
 from .commands import Coordinator as CoordinatorEndpoint
 from .config import CoordinatorConfig
@@ -318,19 +322,19 @@ class Coordinator(Membership, Writes, Offsets, Loading):
 
     def _on_timer(self, event: ev.TimerFired) -> None:
         key = event.key
-        kind, partition = key[0], key[1]
-        if self._partitions.get(partition) is not ACTIVE:
-            return
+        kind = type(key)
+        if self._partitions.get(getattr(key, "partition", None)) is not ACTIVE:
+            return  # not a key of an owned partition (nor a key at all)
         self._op = {}
-        if kind == "heartbeat":
-            self._heartbeat_expired(key[2], key[3])
-            self._expire_held_pending(key[2], key[3])
-        elif kind == "join":
-            self._join_timer_fired(key[2], event.payload)
-        elif kind == "sync":
-            self._sync_timer_fired(key[2], event.payload)
-        elif kind == "expire":
-            self._expire(partition)
+        if kind is HeartbeatTimer:
+            self._heartbeat_expired(key.group_id, key.member_id)
+            self._expire_held_pending(key.group_id, key.member_id)
+        elif kind is JoinTimer:
+            self._join_timer_fired(key.group_id, event.payload)
+        elif kind is SyncTimer:
+            self._sync_timer_fired(key.group_id, event.payload)
+        elif kind is ExpirationTimer:
+            self._expire(key.partition)
         op, self._op = self._op, {}
         self._emit_writes(op)
 

@@ -142,7 +142,7 @@ class TimerFired:
     or cancelled since). ``payload`` is the one given with SetTimer."""
 
     now_ms: int
-    key: tuple
+    key: Any  # the key it was armed with (commands.HeartbeatTimer, JoinTimer, ...)
     payload: Any = None
 
 

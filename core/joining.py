@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from .commands import (
     GroupMetadataRecord,
-    heartbeat_key,
-    join_key,
+    HeartbeatTimer,
+    InitialDelay,
     JoinGroupResponse,
     JoinGroupResponseMember,
+    JoinTimer,
     MemberRecord,
-    sync_key,
     SyncGroupResponse,
+    SyncTimer,
 )
 from .continuations import AfterEmptyGroup, AfterNewGroup, AfterStaticReplace
 from .config import NEW_MEMBER_JOIN_TIMEOUT_MS
@@ -77,7 +78,7 @@ class Joining:
             new_id = f"{req.client_id}-{req.new_member_uuid}"
             if req.version >= 4:
                 g.pending_members.add(new_id)
-                self._arm(heartbeat_key(g.partition, g.group_id, new_id), req.session_timeout_ms)
+                self._arm(HeartbeatTimer(g.partition, g.group_id, new_id), req.session_timeout_ms)
                 self._respond(req.request_id, JoinGroupResponse(
                     error_code=Error.MEMBER_ID_REQUIRED, member_id=new_id))
             else:
@@ -138,7 +139,7 @@ class Joining:
         if g.state is PREPARING_REBALANCE and g.previous_state is EMPTY:
             g.new_member_added = True
         g.add(member)
-        self._arm(heartbeat_key(g.partition, g.group_id, member_id), NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._arm(HeartbeatTimer(g.partition, g.group_id, member_id), NEW_MEMBER_JOIN_TIMEOUT_MS)
         self._rebalance_or_complete_join(g)
 
     def _rebalance_or_complete_join(self, g: GroupDraft) -> None:
@@ -157,7 +158,7 @@ class Joining:
         previous_leader = g.leader_id
         old, new = g.replace_static(req.group_instance_id, old_id, new_id)
         self._fence(old)
-        self._arm(heartbeat_key(g.partition, g.group_id, new_id), new.session_timeout_ms)
+        self._arm(HeartbeatTimer(g.partition, g.group_id, new_id), new.session_timeout_ms)
         new = g.update(new, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
                        Parked(req.request_id, req.version))
         if g.state is STABLE:
@@ -211,7 +212,7 @@ class Joining:
             g = self._edit(gid)
             g.update(g.members[new_id], old_protocols, old_rebalance_ms, old_session_ms, None)
             g.replace_static(instance_id, new_id, old_id)
-            self._arm(heartbeat_key(g.partition, gid, old_id), old_session_ms)
+            self._arm(HeartbeatTimer(g.partition, gid, old_id), old_session_ms)
             group = g
         if parked:
             self._respond(request_id, JoinGroupResponse(
@@ -225,18 +226,18 @@ class Joining:
         if g.state is COMPLETING_REBALANCE:
             self._propagate_assignment(g, Error.REBALANCE_IN_PROGRESS, reset=True)
         g.pending_sync.clear()
-        self._cancel(sync_key(g.partition, g.group_id))
+        self._cancel(SyncTimer(g.partition, g.group_id))
         initial = g.state is EMPTY
         if initial:
             delay = self.config.group_initial_rebalance_delay_ms
             remaining = max(g.rebalance_timeout_ms - delay, 0)
-            self._arm(join_key(g.partition, g.group_id), delay, ("initial", delay, remaining))
+            self._arm(JoinTimer(g.partition, g.group_id), delay, InitialDelay(delay, remaining))
         g.transition(PREPARING_REBALANCE, self._now)
         if not initial:
             if g.has_all_members_joined:
                 self._complete_join(g)
             else:
-                self._arm(join_key(g.partition, g.group_id), g.rebalance_timeout_ms)
+                self._arm(JoinTimer(g.partition, g.group_id), g.rebalance_timeout_ms)
 
     def _propagate_assignment(self, g: GroupDraft, error: Error, reset: bool,
                               assignments: dict[str, bytes] | None = None) -> None:
@@ -252,26 +253,26 @@ class Joining:
                     error_code=error, protocol_type=g.protocol_type if ok else None,
                     protocol_name=g.protocol_name if ok else None, assignment=member.assignment))
                 g.put(evolve(member, awaiting_sync=None))
-                self._arm(heartbeat_key(g.partition, g.group_id, mid), member.session_timeout_ms)
+                self._arm(HeartbeatTimer(g.partition, g.group_id, mid), member.session_timeout_ms)
 
     # ------------------------------------------------------- join completion (§3.3)
 
     def _complete_join(self, g: GroupDraft) -> None:
-        self._cancel(join_key(g.partition, g.group_id))
+        self._cancel(JoinTimer(g.partition, g.group_id))
         for mid, member in list(g.members.items()):
             if member.awaiting_join is None and not member.is_static:
                 g.remove(mid)
-                self._cancel(heartbeat_key(g.partition, g.group_id, mid))
+                self._cancel(HeartbeatTimer(g.partition, g.group_id, mid))
         if g.leader_id is not None and g.members[g.leader_id].awaiting_join is None:
             joined = next((mid for mid, m in g.members.items() if m.awaiting_join is not None), None)
             if joined is None:
                 # Nobody rejoined (only static members left): wait another rebalance timeout,
                 # at least 1 ms so that a 0 ms timeout cannot re-fire at the same instant forever.
-                self._arm(join_key(g.partition, g.group_id), max(g.rebalance_timeout_ms, 1))
+                self._arm(JoinTimer(g.partition, g.group_id), max(g.rebalance_timeout_ms, 1))
                 return
             g.leader_id = joined
         elif g.leader_id is None and g.members:
-            self._arm(join_key(g.partition, g.group_id), g.rebalance_timeout_ms)
+            self._arm(JoinTimer(g.partition, g.group_id), g.rebalance_timeout_ms)
             return
         self._init_next_generation(g)
         if g.state is EMPTY:
@@ -284,10 +285,10 @@ class Joining:
                 if mid == g.leader_id:
                     response = evolve(response, members=leader_members)
                 self._respond(member.awaiting_join.request_id, response)
-            self._arm(heartbeat_key(g.partition, g.group_id, mid), member.session_timeout_ms)
+            self._arm(HeartbeatTimer(g.partition, g.group_id, mid), member.session_timeout_ms)
             g.put(evolve(member, awaiting_join=None, is_new=False))
             g.pending_sync.add(mid)
-        self._arm(sync_key(g.partition, g.group_id), g.rebalance_timeout_ms, g.generation_id)
+        self._arm(SyncTimer(g.partition, g.group_id), g.rebalance_timeout_ms, g.generation_id)
 
     def _init_next_generation(self, g: GroupDraft) -> None:
         g.generation_id += 1

@@ -5,10 +5,10 @@ from __future__ import annotations
 from . import events as ev
 from .commands import (
     CancelPartitionTimers,
-    expiration_key,
+    ExpirationTimer,
     GroupMetadataRecord,
     GroupTombstone,
-    heartbeat_key,
+    HeartbeatTimer,
     JoinGroupResponse,
     OffsetCommitRecord,
     OffsetTombstone,
@@ -64,11 +64,11 @@ class Loading:
             if group is None or group.partition != partition or record in (None, "simple"):
                 continue
             for mid, member in group.members.items():
-                self._arm(heartbeat_key(partition, gid, mid), member.session_timeout_ms)
+                self._arm(HeartbeatTimer(partition, gid, mid), member.session_timeout_ms)
             if len(group.members) > self.config.group_max_size:
                 self._prepare_rebalance(self._edit(gid))
         self._op = {}
-        self._arm(expiration_key(partition), self.config.offsets_retention_check_interval_ms)
+        self._arm(ExpirationTimer(partition), self.config.offsets_retention_check_interval_ms)
 
     def _on_unload(self, event: ev.UnloadPartition) -> None:
         partition = event.partition

@@ -10,16 +10,17 @@ spec/kafka-classic-semantics.md. Methods here work on a GroupDraft obtained with
 from __future__ import annotations
 
 from .commands import (
-    heartbeat_key,
     HeartbeatResponse,
-    join_key,
+    HeartbeatTimer,
+    InitialDelay,
     JoinGroupResponse,
+    JoinTimer,
     LeaveGroupMemberResponse,
     LeaveGroupResponse,
     Respond,
     SetTimer,
-    sync_key,
     SyncGroupResponse,
+    SyncTimer,
 )
 from .continuations import AfterSync
 from .draft import GroupDraft
@@ -83,7 +84,7 @@ class Membership(Joining):
     def _remove_pending_sync(self, g: GroupDraft, member_id: str) -> None:
         g.pending_sync.discard(member_id)
         if not g.pending_sync:
-            self._cancel(sync_key(g.partition, g.group_id))
+            self._cancel(SyncTimer(g.partition, g.group_id))
 
     def _sync_written(self, data: AfterSync, error: Error | None) -> None:
         gid, generation_id, assignments = data.group_id, data.generation_id, data.assignments
@@ -120,7 +121,7 @@ class Membership(Joining):
                 if state is EMPTY:
                     response = _HEARTBEAT_UNKNOWN
                 else:
-                    self._out.append(SetTimer(("heartbeat", group.partition, group.group_id, mid),
+                    self._out.append(SetTimer(HeartbeatTimer(group.partition, group.group_id, mid),
                                               self._now + member.session_timeout_ms))
                     response = _HEARTBEAT_REBALANCING if state is PREPARING_REBALANCE else _HEARTBEAT_OK
                 if self._writes:
@@ -153,7 +154,7 @@ class Membership(Joining):
                     self._remove_member_for_leave(g, target)
             elif mid in g.pending_members:
                 g.pending_members.discard(mid)
-                self._cancel(heartbeat_key(g.partition, g.group_id, mid))
+                self._cancel(HeartbeatTimer(g.partition, g.group_id, mid))
             else:
                 try:
                     validate_member(g, mid, instance_id)
@@ -171,7 +172,7 @@ class Membership(Joining):
 
     def _remove_member_for_leave(self, g: GroupDraft, member_id: str) -> None:
         member = g.members[member_id]
-        self._cancel(heartbeat_key(g.partition, g.group_id, member_id))
+        self._cancel(HeartbeatTimer(g.partition, g.group_id, member_id))
         if member.awaiting_join is not None:
             self._respond(member.awaiting_join.request_id, JoinGroupResponse(error_code=Error.UNKNOWN_MEMBER_ID))
             member = evolve(member, awaiting_join=None)
@@ -209,11 +210,11 @@ class Membership(Joining):
             return
         g = self._edit(gid)
         if payload is not None:  # the initial-rebalance delay (§3.4)
-            _, delay, remaining = payload
+            delay, remaining = payload.delay_ms, payload.remaining_ms
             if g.new_member_added and remaining != 0:
                 g.new_member_added = False
                 new_delay = min(self.config.group_initial_rebalance_delay_ms, remaining)
-                self._arm(join_key(g.partition, gid), new_delay, ("initial", new_delay, max(remaining - delay, 0)))
+                self._arm(JoinTimer(g.partition, gid), new_delay, InitialDelay(new_delay, max(remaining - delay, 0)))
                 return
         self._complete_join(g)
 
@@ -226,7 +227,7 @@ class Membership(Joining):
         g = self._edit(gid)
         for mid in [m for m in g.members if m in g.pending_sync]:  # member order: deterministic output
             g.remove(mid)
-            self._cancel(heartbeat_key(g.partition, gid, mid))
+            self._cancel(HeartbeatTimer(g.partition, gid, mid))
         self._prepare_rebalance(g)
 
 

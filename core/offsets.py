@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from . import events as ev
 from .commands import (
-    expiration_key,
+    ExpirationTimer,
     FetchedGroup,
     FetchedPartition,
     FetchedTopic,
     GroupTombstone,
-    heartbeat_key,
+    HeartbeatTimer,
     OffsetCommitRecord,
     OffsetCommitResponse,
     OffsetDeleteResponse,
@@ -20,10 +20,10 @@ from .commands import (
     TopicResult,
 )
 from .continuations import DropSimpleGroup
-from .partitioning import ACTIVE
 from .error_responses import error_response
 from .errors import Error
 from .model import MemberError, OffsetEntry, validate_member
+from .partitioning import ACTIVE
 from .states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 
@@ -48,7 +48,7 @@ class Offsets:
             return None
         if group is not None and group.state in (STABLE, PREPARING_REBALANCE):
             member = group.members[req.member_id]
-            self._arm(heartbeat_key(partition, req.group_id, req.member_id), member.session_timeout_ms)
+            self._arm(HeartbeatTimer(partition, req.group_id, req.member_id), member.session_timeout_ms)
         expire = None if req.retention_time_ms == -1 else self._now + req.retention_time_ms
         limit = self.config.offset_metadata_max_bytes
         topics, entries = [], []
@@ -170,7 +170,7 @@ class Offsets:
                     self._set_offsets(partition, [(gid, key, None) for key in expired])
             if all_expired and group.state is EMPTY:
                 self._append(partition, GroupTombstone(gid), self._delete_group(gid, partition))
-        self._arm(expiration_key(partition), self.config.offsets_retention_check_interval_ms)
+        self._arm(ExpirationTimer(partition), self.config.offsets_retention_check_interval_ms)
 
 
 def _validate_offset_commit(group, req: ev.OffsetCommit) -> None:

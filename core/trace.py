@@ -2,7 +2,7 @@
 
 A record is a dict of JSON-compatible values:
 
-    {"v": 1, "group_id": "g" | null, "partition": 0 | null, "seq": 17, "ts_ms": 6000,
+    {"v": 2, "group_id": "g" | null, "partition": 0 | null, "seq": 17, "ts_ms": 6000,
      "dir": "in" | "out", "type": "Heartbeat", "data": {...the value's fields...}}
 
 ``seq`` counts the records of one group (or, for records of no group, of one partition, or of
@@ -29,7 +29,7 @@ from . import events as ev
 from .errors import Error
 from .model import Parked
 
-VERSION = 1
+VERSION = 2  # 2: timer keys and the initial-delay payload are typed values, not tuples
 FIELDS = ("v", "group_id", "partition", "seq", "ts_ms", "dir", "type", "data")
 
 
@@ -45,6 +45,8 @@ def _registry() -> dict[str, type]:
             if isinstance(value, type) and attrs.has(value) and value.__module__ == module.__name__:
                 types[name] = value
     types["Parked"] = Parked
+    for key_type in cmd.TIMER_KEYS:
+        types[key_type.__name__] = key_type
     return types
 
 
@@ -53,11 +55,22 @@ EVENT_TYPES = {name for name, t in TYPES.items() if t.__module__ == ev.__name__}
 COMMAND_TYPES = {name for name, t in TYPES.items() if t.__module__ == cmd.__name__}
 
 
+TIMER_KEY_TYPES = frozenset(cmd.TIMER_KEYS)
+
+
+def field_names(cls) -> tuple[str, ...]:
+    """The fields a record of ``cls`` is written with."""
+    return cmd.key_fields(cls) if cls in TIMER_KEY_TYPES else tuple(f.name for f in attrs.fields(cls))
+
+
 def encode(value: Any) -> Any:
     """A value as JSON-compatible data (attrs values tagged with their type)."""
     if attrs.has(type(value)):
         return {"type": type(value).__name__,
                 "data": {f.name: encode(getattr(value, f.name)) for f in attrs.fields(type(value))}}
+    if type(value) in TIMER_KEY_TYPES:
+        return {"type": type(value).__name__,
+                "data": {name: encode(getattr(value, name)) for name in cmd.key_fields(type(value))}}
     if isinstance(value, Error):
         return value.name
     if isinstance(value, Enum):
@@ -86,7 +99,7 @@ def decode(data: Any) -> Any:
             fields = data["data"]
             if not isinstance(fields, dict):
                 raise TraceError(f"{data['type']}: data must be an object")
-            known = {f.name: f for f in attrs.fields(cls)}
+            known = field_names(cls)
             extra = set(fields) - set(known)
             if extra:
                 raise TraceError(f"{data['type']}: unknown fields {sorted(extra)}")
@@ -114,9 +127,9 @@ def group_of(value: Any) -> str | None:
     gid = getattr(value, "group_id", None)
     if isinstance(gid, str):
         return gid
-    key = getattr(value, "key", None)
-    if isinstance(key, tuple) and len(key) >= 3 and isinstance(key[2], str):
-        return key[2]
+    gid = getattr(getattr(value, "key", None), "group_id", None)  # a timer's key
+    if isinstance(gid, str):
+        return gid
     if isinstance(value, cmd.Respond):
         return None
     return None
@@ -126,9 +139,9 @@ def partition_of(value: Any) -> int | None:
     p = getattr(value, "partition", None)
     if isinstance(p, int):
         return p
-    key = getattr(value, "key", None)
-    if isinstance(key, tuple) and len(key) >= 2 and isinstance(key[1], int):
-        return key[1]
+    p = getattr(getattr(value, "key", None), "partition", None)  # a timer's key
+    if isinstance(p, int):
+        return p
     return None
 
 

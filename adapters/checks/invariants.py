@@ -26,10 +26,10 @@ from groupcoord.core.commands import (
     JoinGroupResponse,
     LeaveGroupResponse,
     OffsetCommitResponse,
+    HeartbeatTimer,
+    JoinTimer,
     SyncGroupResponse,
-    heartbeat_key,
-    join_key,
-    sync_key,
+    SyncTimer,
 )
 from groupcoord.core.errors import Error
 from groupcoord.core.model import Group
@@ -415,14 +415,14 @@ def check_timers(groups: Mapping[str, Group], armed: Mapping[tuple, tuple[int, A
     (``TimerTable.armed()``). Groups absent from ``groups`` are not checked."""
     out = []
     for gid, group in groups.items():
-        if group.state is PREPARING_REBALANCE and join_key(group.partition, gid) not in armed:
+        if group.state is PREPARING_REBALANCE and JoinTimer(group.partition, gid) not in armed:
             out.append(violation(JOIN_TIMER_WHEN_PREPARING, gid, "PreparingRebalance without a join timer"))
-        sync = armed.get(sync_key(group.partition, gid))
+        sync = armed.get(SyncTimer(group.partition, gid))
         if sync is not None and (group.state not in (COMPLETING_REBALANCE, STABLE)
                                  or sync[1] != group.generation_id):
             out.append(violation(SYNC_TIMER_GENERATION, gid, f"sync timer for generation {sync[1]} in {group.state} "
                                                       f"at generation {group.generation_id}"))
         for mid in sorted(group.pending_members):
-            if heartbeat_key(group.partition, gid, mid) not in armed:
+            if HeartbeatTimer(group.partition, gid, mid) not in armed:
                 out.append(violation(PENDING_MEMBER_HAS_TIMER, gid, f"pending member {mid!r} has no timer"))
     return out

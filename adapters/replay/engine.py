@@ -335,7 +335,7 @@ class UnitReplay:
             elif t is CancelTimer:
                 timers.pop(c.key, None)
             elif t is CancelPartitionTimers:
-                for key in [k for k in timers if k[1] == c.partition]:
+                for key in [k for k in timers if k.partition == c.partition]:
                     del timers[key]
 
     def _check_step(self, before: dict, after: dict, event, commands: list, gid) -> list[str]:

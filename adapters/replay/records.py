@@ -58,9 +58,13 @@ def _enc_seq(value) -> str:
     return "[" + ",".join([_enc(x) for x in value]) + "]"
 
 
+def _is_record(cls) -> bool:
+    return attrs.has(cls) or cls in trace.TIMER_KEY_TYPES
+
+
 def _make_encoder(cls):
-    if attrs.has(cls):
-        names = [f.name for f in attrs.fields(cls)]
+    if _is_record(cls):
+        names = trace.field_names(cls)
         # str and int fields inline, everything else through _enc
         body = "".join(f"    x{i} = v.{n}\n    t{i} = T(x{i})\n" for i, n in enumerate(names))
         parts = " + ".join(f"'{',' if i else ''}\"{n}\":' + (S(x{i}) if t{i} is str else R(x{i}) if t{i} is int "
@@ -103,7 +107,7 @@ def canonical_data(value: Any) -> str:
     separators=(",", ":"))``)."""
     f = _DATA_ENCODERS.get(type(value))
     if f is None:
-        if not attrs.has(type(value)):
+        if not _is_record(type(value)):
             raise trace.TraceError(f"not a record value: {value!r}")
         _make_encoder(type(value))
         f = _DATA_ENCODERS[type(value)]
@@ -125,7 +129,7 @@ PLAIN_DATA: dict[type, Any] = {}
 
 
 def _make_plain_data(cls):
-    names = [f.name for f in attrs.fields(cls)]
+    names = trace.field_names(cls)
     body = "".join(f"    x{i} = v.{n}\n    if T(x{i}) is E:\n        x{i} = x{i}.name\n" for i, n in enumerate(names))
     items = ", ".join(f"{n!r}: x{i}" for i, n in enumerate(names))
     namespace = {"T": type, "E": Error}
@@ -139,7 +143,7 @@ def plain_data(value: Any) -> dict:
     ``default=plain_default``; TypeError if ``value`` is not a record value."""
     f = PLAIN_DATA.get(type(value))
     if f is None:
-        if not attrs.has(type(value)):
+        if not _is_record(type(value)):
             raise TypeError(f"not a record value: {value!r}")
         f = _make_plain_data(type(value))
     return f(value)
@@ -152,9 +156,12 @@ def plain_default(value: Any):
     return {"type": type(value).__name__, "data": plain_data(value)}
 
 
+_VERSION = str(trace.VERSION)
+
+
 def record_line(group_id, partition, seq: int, ts_ms: int, direction: str, type_name: str, data: str) -> str:
     """A JSON Lines record, byte for byte ``trace.to_json_line`` of the same record."""
-    return ('{"v":1,"group_id":' + ("null" if group_id is None else _jstr(group_id))
+    return ('{"v":' + _VERSION + ',"group_id":' + ("null" if group_id is None else _jstr(group_id))
             + ',"partition":' + ("null" if partition is None else str(partition))
             + ',"seq":' + str(seq) + ',"ts_ms":' + str(ts_ms) + ',"dir":"' + direction
             + '","type":"' + type_name + '","data":' + data + "}")
@@ -205,7 +212,7 @@ def _make_decoder(type_name: str):
     cls = trace.TYPES.get(type_name)
     if cls is None:
         return None
-    names = [f.name for f in attrs.fields(cls)]
+    names = trace.field_names(cls)
     keys = frozenset(names)
     # ints, strings and nulls are taken as they are; everything else goes through _value
     # (errors through _error), without a call per scalar field

@@ -28,7 +28,7 @@ import attrs
 
 from groupcoord.core import events as ev
 from groupcoord.core.consumer_protocol import ConsumerProtocolError, decode_assignment
-from groupcoord.core.commands import JoinGroupResponse, LeaveGroupResponse, Respond
+from groupcoord.core.commands import HeartbeatTimer, JoinGroupResponse, LeaveGroupResponse, Respond
 from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
 from groupcoord.adapters.replay.engine import starts_instance
@@ -145,8 +145,8 @@ def build_timeline(records, group_id: str, config, in_order: bool = False) -> Ti
                 elif getattr(resp, "error_code", None) in (Error.UNKNOWN_MEMBER_ID, Error.FENCED_INSTANCE_ID) and \
                         req is not None and getattr(req, "member_id", "") in lanes:
                     lanes[req.member_id].marks.append((now, "fenced", f"{type(req).__name__}: {resp.error_code.name}"))
-        if isinstance(event, ev.TimerFired) and event.key[0] == "heartbeat" and event.key[2] == group_id:
-            mid = event.key[3]
+        if isinstance(event, ev.TimerFired) and type(event.key) is HeartbeatTimer and event.key.group_id == group_id:
+            mid = event.key.member_id
             group = coordinator.group(group_id)
             # only a member this timer removed: stale timers of members gone already still fire
             if mid in present and (group is None or mid not in group.members):

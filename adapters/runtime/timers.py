@@ -30,7 +30,7 @@ class TimerTable:
         elif isinstance(command, CancelTimer):
             self._armed.pop(command.key, None)
         elif isinstance(command, CancelPartitionTimers):
-            for key in [k for k in self._armed if k[1] == command.partition]:
+            for key in [k for k in self._armed if k.partition == command.partition]:
                 del self._armed[key]
         else:
             return False

@@ -11,6 +11,7 @@ from groupcoord.core.commands import (
     DeleteGroupsResponse,
     GroupMetadataRecord,
     HeartbeatResponse,
+    InitialDelay,
     LeaveGroupMemberResponse,
     LeaveGroupResponse,
     MemberRecord,
@@ -38,6 +39,7 @@ from groupcoord.adapters.tla.model import (
     PARTITION,
     REQ,
     SESSION_MS,
+    core_timer,
     sbytes,
 )
 
@@ -109,14 +111,11 @@ def build_core(s: F, instances: Iterable[MV], pool: Iterable[MV]) -> Built:
     timers = {}
     armed = s["timers"] if isinstance(s["timers"], dict) else {}
     for key, payload in armed.items():
-        if key[0] == "hb":
-            timers[("heartbeat", PARTITION, GROUP, core_id(key[1]))] = None
-        elif key[0] == "join":
-            timers[("join", PARTITION, GROUP)] = tuple(payload) if payload else None
-        elif key[0] == "sync":
-            timers[("sync", PARTITION, GROUP)] = payload
-        else:
-            timers[("expire", PARTITION)] = None
+        if key[0] == "join":
+            payload = InitialDelay(payload[1], payload[2]) if payload else None
+        elif key[0] != "sync":
+            payload = None
+        timers[core_timer(key, core_id)] = payload
     state = CoordinatorState(partitions=partitions, groups=groups, offsets={}, writes=writes,
                              deferred=tuple(deferred), next_write_id=len(writes) + 1, pending_deletes=deletes)
     return Built(state, timers, alpha, core_id)
@@ -325,13 +324,7 @@ def core_event(e: F, built: Built):
     if is_client(e):
         return client_request(e, REQ, NOW_MS, member, uuid)
     if t == "TimerFired":
-        key = e["key"]
-        if key[0] == "hb":
-            core_key = ("heartbeat", PARTITION, GROUP, cid(key[1]))
-        elif key[0] == "expire":
-            core_key = ("expire", PARTITION)
-        else:
-            core_key = (key[0], PARTITION, GROUP)
+        core_key = core_timer(e["key"], cid)
         return ev.TimerFired(now_ms=NOW_MS, key=core_key, payload=built.timers.get(core_key))
     if t == "WriteCompleted":
         return ev.WriteCompleted(now_ms=NOW_MS, write_id=1)

@@ -22,14 +22,18 @@ from groupcoord.core.commands import (
     CancelPartitionTimers,
     CancelTimer,
     DeleteGroupsResponse,
+    ExpirationTimer,
     GroupMetadataRecord,
     GroupTombstone,
     HeartbeatResponse,
+    HeartbeatTimer,
+    JoinTimer,
     JoinGroupResponse,
     LeaveGroupResponse,
     Respond,
     SetTimer,
     SyncGroupResponse,
+    SyncTimer,
     Write,
 )
 from groupcoord.core.config import CoordinatorConfig
@@ -113,27 +117,40 @@ class Ids:
 # ----------------------------------------------------------------------------- core -> spec
 
 
-def timer_key(key: tuple, ids: Ids, gid: str = GROUP, partition: int = PARTITION) -> tuple | None:
+_SPEC_KEYS = {JoinTimer: ("join",), SyncTimer: ("sync",)}
+
+
+def timer_key(key: Any, ids: Ids, gid: str = GROUP, partition: int = PARTITION) -> tuple | None:
     """The spec's key for a core timer key of this group (None: not this group's)."""
-    if key[1] != partition:
+    if getattr(key, "partition", None) != partition:
         return None
-    if key[0] == "expire":
+    kind = type(key)
+    if kind is ExpirationTimer:
         return ("expire",)
-    if len(key) < 3 or key[2] != gid:
+    if key.group_id != gid:
         return None
-    if key[0] == "heartbeat":
-        return ("hb", ids.spec(key[3]))
-    if key[0] in ("join", "sync"):
-        return (key[0],)
-    return None
+    if kind is HeartbeatTimer:
+        return ("hb", ids.spec(key.member_id))
+    return _SPEC_KEYS.get(kind)
 
 
-def timer_payload(key: tuple, payload: Any) -> Any:
-    if key[0] == "join":
-        return () if payload is None else tuple(payload)
-    if key[0] == "sync":
+def timer_payload(key: Any, payload: Any) -> Any:
+    """The spec's payload: a join timer's <<"initial", delay, remaining>> (or <<>>), a sync
+    timer's generation."""
+    if type(key) is JoinTimer:
+        return () if payload is None else ("initial", payload.delay_ms, payload.remaining_ms)
+    if type(key) is SyncTimer:
         return payload
     return None
+
+
+def core_timer(key: tuple, core_id) -> Any:
+    """The core's key for a spec timer key of the group."""
+    if key[0] == "hb":
+        return HeartbeatTimer(PARTITION, GROUP, core_id(key[1]))
+    if key[0] == "expire":
+        return ExpirationTimer(PARTITION)
+    return JoinTimer(PARTITION, GROUP) if key[0] == "join" else SyncTimer(PARTITION, GROUP)
 
 
 class Alpha:
@@ -389,5 +406,5 @@ def apply_timers(timers: dict, commands: Iterable) -> None:
         elif isinstance(c, CancelTimer):
             timers.pop(c.key, None)
         elif isinstance(c, CancelPartitionTimers):
-            for key in [k for k in timers if k[1] == c.partition]:
+            for key in [k for k in timers if k.partition == c.partition]:
                 del timers[key]

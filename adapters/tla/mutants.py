@@ -70,8 +70,8 @@ MUTANTS: list[Mutant] = [
                "        member = group.members.get(mid)\n",
                "        member = group.members.get(mid)\n        return\n"),)),
                  ("_complete_join", ((
-                     "                g.remove(mid)\n                self._cancel(heartbeat_key(g.partition, g.group_id, mid))",
-                     "                self._arm(join_key(g.partition, g.group_id), g.rebalance_timeout_ms)\n"
+                     "                g.remove(mid)\n                self._cancel(HeartbeatTimer(g.partition, g.group_id, mid))",
+                     "                self._arm(JoinTimer(g.partition, g.group_id), g.rebalance_timeout_ms)\n"
                      "                return"),)))),
     Mutant("first-generation-zero", "the first generation is 0 instead of 1", "issue #3 list",
            core=(("_init_next_generation", ((
@@ -104,7 +104,7 @@ MUTANTS: list[Mutant] = [
     Mutant("no-sync-timer", "no sync timer after the join phase: a member that never syncs blocks the group",
            "KAFKA-12890", ids=("KAFKA-12890",),
            core=(("_complete_join", ((
-               "        self._arm(sync_key(g.partition, g.group_id), g.rebalance_timeout_ms, g.generation_id)",
+               "        self._arm(SyncTimer(g.partition, g.group_id), g.rebalance_timeout_ms, g.generation_id)",
                "        pass"),)),)),
     # Spec mutants: the same bugs written into the spec; TLC must find them.
     Mutant("spec-first-generation-zero", "the first generation is 0 instead of 1 (in the spec)", "as above",

@@ -561,7 +561,8 @@ class GroupServer:
         if kind in _STATE_CHANGING:
             gids: Any = (event.group_id,)
         elif kind is ev.TimerFired:
-            gids = (event.key[2],) if len(event.key) > 2 else ()
+            gid = getattr(event.key, "group_id", None)
+            gids = () if gid is None else (gid,)
         elif kind is ev.WriteCompleted or kind is ev.WriteFailed:
             gids = self._write_groups.pop(event.write_id, ())
         elif kind is ev.DeleteGroups:

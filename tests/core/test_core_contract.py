@@ -179,5 +179,5 @@ def test_output_does_not_depend_on_string_hashing():
     runs = [subprocess.run([sys.executable, "-c", _SYNC_TIMEOUT_RUN], capture_output=True, text=True, timeout=60,
                            env={**os.environ, "PYTHONHASHSEED": str(seed)}) for seed in (1, 2, 3, 4)]
     assert all(r.returncode == 0 for r in runs), [r.stderr for r in runs]
-    assert "CancelTimer" in runs[0].stdout and runs[0].stdout.count("heartbeat") >= 16
+    assert "CancelTimer" in runs[0].stdout and runs[0].stdout.count("HeartbeatTimer") >= 16
     assert len({r.stdout for r in runs}) == 1

@@ -41,10 +41,15 @@ from groupcoord.adapters.checks import emitted
 from groupcoord.adapters.checks import invariants as inv
 from groupcoord.core.commands import (
     DescribeGroupsResponse,
+    ExpirationTimer,
     GroupMetadataRecord,
+    HeartbeatTimer,
+    InitialDelay,
     JoinGroupResponse,
+    JoinTimer,
     LeaveGroupResponse,
     Respond,
+    SyncTimer,
     Write,
 )
 from groupcoord.core.config import CoordinatorConfig
@@ -639,7 +644,7 @@ def drain(driver: Driver, rounds: int = 60) -> None:
     """Let storage finish and time run on until no group timer is left to fire."""
     for _ in range(rounds):
         driver.release_writes()
-        deadlines = [d for key, (d, _) in driver.timers.armed().items() if key[0] != "expire"]
+        deadlines = [d for key, (d, _) in driver.timers.armed().items() if type(key) is not ExpirationTimer]
         if not deadlines and not driver.in_flight:
             return
         driver.advance(max(max(deadlines, default=0) - driver.now_ms, 2_000_000))
@@ -707,7 +712,7 @@ ODD_GROUP_LISTS = st.lists(ODD_GROUP_IDS, max_size=3)
 ODD_NAME_LISTS = st.lists(ODD_STRINGS, max_size=3)
 ODD_REBALANCE_TIMEOUTS = st.one_of(st.integers(1000, 2**31 - 1), st.sampled_from((0, 1, -1, -(2**31))))
 MAYBE_ODD = st.one_of(st.none(), ODD_STRINGS)
-INITIAL_PAYLOADS = st.one_of(st.none(), st.tuples(st.just("initial"), st.integers(0, 10**6), st.integers(0, 10**6)))
+INITIAL_PAYLOADS = st.one_of(st.none(), st.builds(InitialDelay, st.integers(0, 10**6), st.integers(0, 10**6)))
 
 
 class TotalityMachine(CoordinatorMachine):
@@ -785,11 +790,15 @@ class TotalityMachine(CoordinatorMachine):
         partition = data.draw(choice((0, 1, 7)), label="partition")
         gid = data.draw(ODD_GROUP_IDS, label="group")
         if kind == "heartbeat":
-            key = (kind, partition, gid, self.member_id(data, gid))
+            key = HeartbeatTimer(partition, gid, self.member_id(data, gid))
         elif kind == "expire":
-            key = (kind, partition)
+            key = ExpirationTimer(partition)
+        elif kind == "join":
+            key = JoinTimer(partition, gid)
+        elif kind == "sync":
+            key = SyncTimer(partition, gid)
         else:
-            key = (kind, partition, gid)
+            key = (kind, partition, gid)  # not a key the core arms at all
         # Payloads have the shapes the coordinator arms them with (SetTimer's contract).
         if kind == "join":
             payload = data.draw(INITIAL_PAYLOADS, label="payload")

@@ -48,7 +48,7 @@ def test_sequence_numbers_are_per_group_and_gapless():
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda r: r.update(v=2), "trace version"),
+    (lambda r: r.update(v=1), "trace version"),
     (lambda r: r.update(type="Explode"), "unknown in type"),
     (lambda r: r.pop("seq"), "missing fields"),
     (lambda r: r.update(extra=1), "unknown fields"),

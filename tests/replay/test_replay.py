@@ -221,7 +221,7 @@ def test_a_bad_seq_is_reported_in_its_group(root, tmp_path):
 
 @pytest.mark.parametrize("mutate, message", [
     (lambda r: r.update(type="Explode"), "type 'Explode'"),
-    (lambda r: r.update(v=2), "trace version 2"),
+    (lambda r: r.update(v=1), "trace version 1"),
     (lambda r: r["data"].update(bogus=1), "unknown fields"),
 ])
 def test_bad_records_are_refused_by_file_and_line(root, tmp_path, mutate, message):
