@@ -2,7 +2,7 @@
 
 ``Coordinator.handle(event)`` is the whole interface. It routes a request through Kafka's
 service pre-checks (ownership, loading, group id, session timeout bounds) to the group state
-machine (membership.Membership) or the offset store, and turns what an operation did into
+machine (machine.GroupMachine) or the offset store, and turns what an operation did into
 commands: responses, at most one storage write per operation and partition (with the
 responses that depend on it held until WriteCompleted/WriteFailed), and timers.
 
@@ -40,11 +40,10 @@ from .commands import (
 from .commands import Coordinator as CoordinatorEndpoint
 from .config import CoordinatorConfig
 from .continuations import DeleteResult
-from .draft import GroupDraft
 from .error_responses import error_response
 from .errors import Error, translate_operation_error
 from .loading import Loading
-from .membership import Membership
+from .machine import GroupMachine
 from .model import Group, OffsetEntry
 from .offsets import Offsets
 from .partitioning import ACTIVE, LOADING, partition_for
@@ -66,12 +65,13 @@ class CoordinatorState:
     committed_offsets: Any = attrs.Factory(dict)  # group -> key -> (committed value, writes in flight)
 
 
-class Coordinator(Membership, Writes, Offsets, Loading):
+class Coordinator(Writes, Offsets, Loading):
     def __init__(self, config: CoordinatorConfig | None = None):
         self.config = config or CoordinatorConfig()
         self.config.validate()
         self._partitions: dict[int, str] = {}
-        self._groups: dict[str, Group | GroupDraft] = {}
+        self._groups: dict[str, Group] = {}
+        self._machine = GroupMachine(self.config)
         # Offsets as write operations see them: a commit or a deletion changes them at once,
         # as Kafka replays its records on append. Readers see the committed value of a key
         # whose write is still in flight: _committed[group][key] = [value, writes in flight].
@@ -81,7 +81,6 @@ class Coordinator(Membership, Writes, Offsets, Loading):
         self._deferred: list[tuple[int, int, Respond]] = []
         self._next_write_id = 1
         self._pending_deletes: dict[Any, tuple[set[int], dict[str, Error]]] = {}
-        self._drafts: list[str] = []
         self._op: dict[int, tuple[list, list]] = {}
         self._now = 0
         self._out: list = []
@@ -103,12 +102,6 @@ class Coordinator(Membership, Writes, Offsets, Loading):
         self._now = event.now_ms
         out = self._out = []
         self._handlers[type(event)](event)
-        if self._drafts:
-            for gid in self._drafts:
-                draft = self._groups.get(gid)
-                if isinstance(draft, GroupDraft):
-                    self._groups[gid] = draft.freeze()
-            self._drafts.clear()
         return out
 
     def group(self, group_id: str) -> Group | None:
@@ -169,13 +162,20 @@ class Coordinator(Membership, Writes, Offsets, Loading):
     def _cancel(self, key: tuple) -> None:
         self._out.append(CancelTimer(key))
 
-    def _edit(self, group_id: str) -> GroupDraft:
-        group = self._groups[group_id]
-        if isinstance(group, GroupDraft):
-            return group
-        draft = self._groups[group_id] = GroupDraft(group)
-        self._drafts.append(group_id)
-        return draft
+    def _step(self, group_id: str, event):
+        """Route ``event`` to the group machine and take what it did: the group (dropped once
+        Dead), its commands, its records (into the operation's write). Returns its result."""
+        step = self._machine.step(self._groups.get(group_id), event, self._now)
+        group = step.group
+        if group is not None:
+            if group.state is DEAD:
+                self._groups.pop(group_id, None)
+            else:
+                self._groups[group_id] = group
+            for record, continuation in step.records:
+                self._append(group.partition, record, continuation)
+        self._out.extend(step.commands)
+        return step.result
 
     def _create_group(self, group_id: str) -> Group:
         group = self._groups[group_id] = Group(group_id=group_id, partition=self.partition_of(group_id))
@@ -208,23 +208,29 @@ class Coordinator(Membership, Writes, Offsets, Loading):
 
     def _on_join(self, req: ev.JoinGroup) -> None:
         if self._route(req, req.group_id) is not None:
-            self._run_op(None, req, self._join, req)
+            self._run_op(None, req, self._step, req.group_id, req)
 
     def _on_sync(self, req: ev.SyncGroup) -> None:
         if self._route(req, req.group_id) is not None:
-            self._run_op(None, req, self._sync, req)
+            self._run_op(None, req, self._step, req.group_id, req)
 
     def _on_heartbeat(self, req: ev.Heartbeat) -> None:
         group = self._groups.get(req.group_id)
-        if group is not None and req.group_id and self._partitions.get(group.partition) is ACTIVE:
-            self._heartbeat(req, group)  # the common case, without the generic route
-        elif self._route(req, req.group_id) is not None:
-            self._heartbeat(req, group)
+        # the common case skips the generic route: a known group on an active partition
+        if (group is not None and req.group_id and self._partitions.get(group.partition) is ACTIVE) \
+                or self._route(req, req.group_id) is not None:
+            response, timer, held = self._machine.heartbeat(group, req, self._now)
+            if timer is not None:
+                self._out.append(timer)
+            if held and self._writes:
+                self._result(group.partition, req.request_id, response)
+            else:
+                self._out.append(Respond(req.request_id, response))
 
     def _on_leave(self, req: ev.LeaveGroup) -> None:
         partition = self._route(req, req.group_id)
         if partition is not None:
-            self._run_op(partition, req, self._leave, req)
+            self._run_op(partition, req, self._step, req.group_id, req)
 
     # ------------------------------------------------------------ admin reads and deletes
 
@@ -326,15 +332,12 @@ class Coordinator(Membership, Writes, Offsets, Loading):
         if self._partitions.get(getattr(key, "partition", None)) is not ACTIVE:
             return  # not a key of an owned partition (nor a key at all)
         self._op = {}
-        if kind is HeartbeatTimer:
-            self._heartbeat_expired(key.group_id, key.member_id)
-            self._expire_held_pending(key.group_id, key.member_id)
-        elif kind is JoinTimer:
-            self._join_timer_fired(key.group_id, event.payload)
-        elif kind is SyncTimer:
-            self._sync_timer_fired(key.group_id, event.payload)
-        elif kind is ExpirationTimer:
+        if kind is ExpirationTimer:
             self._expire(key.partition)
+        elif kind is HeartbeatTimer or kind is JoinTimer or kind is SyncTimer:
+            self._step(key.group_id, event)
+            if kind is HeartbeatTimer:
+                self._expire_held_pending(key.group_id, key.member_id)
         op, self._op = self._op, {}
         self._emit_writes(op)
 

@@ -1,6 +1,7 @@
 """The join phase of the group state machine: JoinGroup (§3.1), static-member replacement
 (§6), prepareRebalance (§3.2) and join completion (§3.3), step for step as Kafka's
-GroupMetadataManager. Mixed into the Coordinator through ``membership.Membership``."""
+GroupMetadataManager. Part of ``machine.GroupMachine`` (see membership.py for how its
+methods read, change and emit)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ class Joining:
 
     def _join(self, req: JoinGroup) -> None:
         gid = req.group_id
-        group = self._groups.get(gid)
+        group = self._current()
         is_new_member = req.member_id == ""
         is_new_group = group is None
         if group is None:
@@ -41,8 +42,8 @@ class Joining:
                 self._respond(req.request_id, JoinGroupResponse(
                     error_code=Error.UNKNOWN_MEMBER_ID, member_id=req.member_id))
                 return
-            group = self._create_group(gid)
-        g = self._edit(gid)
+            group = self._create(gid)
+        g = self._thaw()
         if not self._accept_joining_member(g, req.member_id):
             g.remove(req.member_id)
             self._respond(req.request_id, JoinGroupResponse(error_code=Error.GROUP_MAX_SIZE_REACHED))
@@ -50,9 +51,9 @@ class Joining:
             self._join_new_member(g, req)
         else:
             self._join_existing_member(g, req)
-        if is_new_group and not self._op_has_records(g.partition):
+        if is_new_group and not self._records:
             # A group created by JoinGroup is committed with an "empty" record (§3.1).
-            self._append(g.partition, metadata_record(g, self._now, with_members=False),
+            self._append(metadata_record(g, self._now, with_members=False),
                          AfterNewGroup(gid, req.request_id))
 
     def _accept_joining_member(self, g: GroupDraft, member_id: str) -> bool:
@@ -164,7 +165,7 @@ class Joining:
         if g.state is STABLE:
             if (g.protocol_name or "") == g.select_protocol():
                 # No rebalance: persist the new id first; the join is answered after the write.
-                self._append(g.partition, metadata_record(g, self._now, with_members=True),
+                self._append(metadata_record(g, self._now, with_members=True),
                              AfterStaticReplace(g.group_id, req.group_instance_id, old_id, new_id,
                                                 old.protocols, old.rebalance_timeout_ms, old.session_timeout_ms,
                                                 previous_leader, req.request_id, req.version))
@@ -189,14 +190,14 @@ class Joining:
         old_protocols, old_rebalance_ms, old_session_ms = (data.old_protocols, data.old_rebalance_timeout_ms,
                                                            data.old_session_timeout_ms)
         previous_leader, request_id, version = data.previous_leader_id, data.request_id, data.version
-        group = self._groups.get(gid)
+        group = self._current()
         member = group.members.get(new_id) if group is not None else None
         parked = member is not None and member.awaiting_join is not None \
             and member.awaiting_join.request_id == request_id
         if error is None:
             if not parked:
                 return
-            g = self._edit(gid)
+            g = self._thaw()
             member = g.members[new_id]
             g.put(evolve(member, awaiting_join=None))
             if version >= 9:
@@ -209,7 +210,7 @@ class Joining:
             self._respond(request_id, response)
             return
         if parked and group.static_members.get(instance_id) == new_id:
-            g = self._edit(gid)
+            g = self._thaw()
             g.update(g.members[new_id], old_protocols, old_rebalance_ms, old_session_ms, None)
             g.replace_static(instance_id, new_id, old_id)
             self._arm(HeartbeatTimer(g.partition, gid, old_id), old_session_ms)
@@ -276,7 +277,7 @@ class Joining:
             return
         self._init_next_generation(g)
         if g.state is EMPTY:
-            self._append(g.partition, metadata_record(g, self._now, with_members=False), AfterEmptyGroup())
+            self._append(metadata_record(g, self._now, with_members=False), AfterEmptyGroup())
             return
         leader_members = member_list(g)
         for mid, member in list(g.members.items()):

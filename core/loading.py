@@ -9,17 +9,16 @@ from .commands import (
     GroupMetadataRecord,
     GroupTombstone,
     HeartbeatTimer,
-    JoinGroupResponse,
     OffsetCommitRecord,
     OffsetTombstone,
-    SyncGroupResponse,
 )
 from .draft import assemble_group
 from .error_responses import error_like
 from .errors import Error
+from .machine import Rebalance, Unload
 from .model import Group, Member, OffsetEntry
 from .partitioning import ACTIVE, LOADING
-from .states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE, require_legal
+from .states import EMPTY, STABLE
 
 
 class Loading:
@@ -66,7 +65,7 @@ class Loading:
             for mid, member in group.members.items():
                 self._arm(HeartbeatTimer(partition, gid, mid), member.session_timeout_ms)
             if len(group.members) > self.config.group_max_size:
-                self._prepare_rebalance(self._edit(gid))
+                self._step(gid, Rebalance())
         self._op = {}
         self._arm(ExpirationTimer(partition), self.config.offsets_retention_check_interval_ms)
 
@@ -88,14 +87,7 @@ class Loading:
         for gid, group in list(self._groups.items()):
             if group.partition != partition:
                 continue
-            for member in group.members.values():
-                if group.state is PREPARING_REBALANCE and member.awaiting_join is not None:
-                    self._respond(member.awaiting_join.request_id, JoinGroupResponse(
-                        error_code=Error.NOT_COORDINATOR, member_id=member.member_id))
-                elif group.state in (COMPLETING_REBALANCE, STABLE) and member.awaiting_sync is not None:
-                    self._respond(member.awaiting_sync.request_id, SyncGroupResponse(error_code=Error.NOT_COORDINATOR))
-            require_legal(gid, group.state, DEAD)  # Kafka's onUnloaded moves it to Dead; then it is dropped
-            del self._groups[gid]
+            self._step(gid, Unload())  # Kafka's onUnloaded: parked requests answered, the group Dead
             self._offsets.pop(gid, None)
             self._committed.pop(gid, None)
         del self._partitions[partition]

@@ -1,10 +1,8 @@
-"""The group state machine: JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the timers.
-
-This is the one place where groups change state. It follows Kafka's GroupMetadataManager
-(classic part) step for step; section numbers refer to
-spec/kafka-classic-semantics.md. Methods here work on a GroupDraft obtained with
-``self._edit`` and emit through ``self._respond``, ``self._arm``, ``self._cancel`` and
-``self._append`` (see coordinator.Coordinator, which mixes this in).
+"""The group state machine's SyncGroup, Heartbeat, LeaveGroup and timers, step for step as
+Kafka's GroupMetadataManager (classic part); section numbers refer to
+spec/kafka-classic-semantics.md. Part of ``machine.GroupMachine``: methods read the group
+with ``self._current()``, change it through the draft ``self._thaw()`` returns, and emit
+through ``self._respond``, ``self._arm``, ``self._cancel`` and ``self._append``.
 """
 
 from __future__ import annotations
@@ -17,7 +15,6 @@ from .commands import (
     JoinTimer,
     LeaveGroupMemberResponse,
     LeaveGroupResponse,
-    Respond,
     SetTimer,
     SyncGroupResponse,
     SyncTimer,
@@ -42,7 +39,7 @@ class Membership(Joining):
     # --------------------------------------------------------------- SyncGroup (§3.5)
 
     def _sync(self, req: SyncGroup) -> None:
-        group = self._groups.get(req.group_id)
+        group = self._current()
         if group is None or group.state is EMPTY:
             self._respond(req.request_id, SyncGroupResponse(error_code=Error.UNKNOWN_MEMBER_ID))
             return
@@ -65,7 +62,7 @@ class Membership(Joining):
         if error is not None:
             self._respond(req.request_id, SyncGroupResponse(error_code=error))
             return
-        g = self._edit(req.group_id)
+        g = self._thaw()
         member = g.members[req.member_id]
         if g.state is COMPLETING_REBALANCE:
             g.put(evolve(member, awaiting_sync=Parked(req.request_id, req.version)))
@@ -74,7 +71,7 @@ class Membership(Joining):
                 assignments = dict(req.assignments)
                 record = metadata_record(g, self._now, with_members=True,
                                           assignments={mid: assignments.get(mid, b"") for mid in g.members})
-                self._append(g.partition, record, AfterSync(g.group_id, g.generation_id, tuple(assignments.items())))
+                self._append(record, AfterSync(g.group_id, g.generation_id, tuple(assignments.items())))
         else:  # Stable
             self._remove_pending_sync(g, req.member_id)
             self._respond(req.request_id, SyncGroupResponse(
@@ -87,11 +84,11 @@ class Membership(Joining):
             self._cancel(SyncTimer(g.partition, g.group_id))
 
     def _sync_written(self, data: AfterSync, error: Error | None) -> None:
-        gid, generation_id, assignments = data.group_id, data.generation_id, data.assignments
-        group = self._groups.get(gid)
+        generation_id, assignments = data.generation_id, data.assignments
+        group = self._current()
         if group is None or group.state is not COMPLETING_REBALANCE or group.generation_id != generation_id:
             return
-        g = self._edit(gid)
+        g = self._thaw()
         if error is None:
             self._propagate_assignment(g, NONE, reset=False, assignments=dict(assignments))
             g.transition(STABLE, self._now)
@@ -101,8 +98,10 @@ class Membership(Joining):
 
     # --------------------------------------------------------------- Heartbeat (§3.6)
 
-    def _heartbeat(self, req: Heartbeat, group: Group | None) -> None:
-        # The hot path: written out flat, no allocation beyond the two commands.
+    def heartbeat(self, group: Group | None, req: Heartbeat, now_ms: int) -> tuple:
+        """(response, SetTimer or None, held): a heartbeat never changes its group. ``held``:
+        the response is the operation's result, answered behind writes in flight; an error
+        of the request itself is answered at once. The hot path: flat, no draft."""
         mid = req.member_id
         if group is None:
             error = Error.UNKNOWN_MEMBER_ID
@@ -119,29 +118,23 @@ class Membership(Joining):
             else:
                 state = group.state
                 if state is EMPTY:
-                    response = _HEARTBEAT_UNKNOWN
-                else:
-                    self._out.append(SetTimer(HeartbeatTimer(group.partition, group.group_id, mid),
-                                              self._now + member.session_timeout_ms))
-                    response = _HEARTBEAT_REBALANCING if state is PREPARING_REBALANCE else _HEARTBEAT_OK
-                if self._writes:
-                    self._result(group.partition, req.request_id, response)
-                else:
-                    self._out.append(Respond(req.request_id, response))
-                return
-        self._out.append(Respond(req.request_id, HeartbeatResponse(error)))
+                    return _HEARTBEAT_UNKNOWN, None, True
+                timer = SetTimer(HeartbeatTimer(group.partition, group.group_id, mid),
+                                 now_ms + member.session_timeout_ms)
+                return _HEARTBEAT_REBALANCING if state is PREPARING_REBALANCE else _HEARTBEAT_OK, timer, True
+        return HeartbeatResponse(error), None, False
 
     # -------------------------------------------------------------- LeaveGroup (§3.7)
 
     def _leave(self, req: LeaveGroup) -> LeaveGroupResponse | None:
         """Returns the response when it is the operation's result (held behind its write)."""
-        group = self._groups.get(req.group_id)
+        group = self._current()
         if group is None:
             self._respond(req.request_id, LeaveGroupResponse(NONE, tuple(
                 LeaveGroupMemberResponse(m.member_id, m.group_instance_id, Error.UNKNOWN_MEMBER_ID)
                 for m in req.members)))
             return None
-        g = self._edit(req.group_id)
+        g = self._thaw()
         results, removed_any = [], False
         for identity in req.members:
             mid, instance_id = identity.member_id, identity.group_instance_id
@@ -182,11 +175,11 @@ class Membership(Joining):
     # ------------------------------------------------------------------ timers (§3.10)
 
     def _heartbeat_expired(self, gid: str, mid: str) -> None:
-        group = self._groups.get(gid)
+        group = self._current()
         if group is None:
             return
         if mid in group.pending_members:
-            g = self._edit(gid)
+            g = self._thaw()
             g.pending_members.discard(mid)
             if g.state is PREPARING_REBALANCE and g.has_all_members_joined:
                 self._complete_join(g)
@@ -194,7 +187,7 @@ class Membership(Joining):
         member = group.members.get(mid)
         if member is None or member.has_satisfied_heartbeat:
             return
-        g = self._edit(gid)
+        g = self._thaw()
         if member.awaiting_join is not None:
             self._respond(member.awaiting_join.request_id, JoinGroupResponse(error_code=Error.UNKNOWN_MEMBER_ID))
             g.put(evolve(member, awaiting_join=None))
@@ -205,10 +198,10 @@ class Membership(Joining):
             self._complete_join(g)
 
     def _join_timer_fired(self, gid: str, payload) -> None:
-        group = self._groups.get(gid)
+        group = self._current()
         if group is None or group.state is not PREPARING_REBALANCE:
             return
-        g = self._edit(gid)
+        g = self._thaw()
         if payload is not None:  # the initial-rebalance delay (§3.4)
             delay, remaining = payload.delay_ms, payload.remaining_ms
             if g.new_member_added and remaining != 0:
@@ -219,12 +212,12 @@ class Membership(Joining):
         self._complete_join(g)
 
     def _sync_timer_fired(self, gid: str, generation_id: int) -> None:
-        group = self._groups.get(gid)
+        group = self._current()
         if group is None or group.generation_id != generation_id:
             return
         if group.state not in (COMPLETING_REBALANCE, STABLE) or not group.pending_sync:
             return
-        g = self._edit(gid)
+        g = self._thaw()
         for mid in [m for m in g.members if m in g.pending_sync]:  # member order: deterministic output
             g.remove(mid)
             self._cancel(HeartbeatTimer(g.partition, gid, mid))

@@ -19,7 +19,8 @@ from .continuations import (
 from .error_responses import error_response
 from .errors import Error, translate_append_error, translate_operation_error
 from .frozen import evolve, frozen
-from .states import DEAD, EMPTY, require_legal
+from .machine import Delete, GroupMachine, Written
+from .states import EMPTY
 
 
 @frozen
@@ -107,10 +108,8 @@ class Writes:
 
     def _run_callback(self, callback, error: Error | None) -> None:
         kind = type(callback)
-        if kind is AfterSync:
-            self._sync_written(callback, error)
-        elif kind is AfterStaticReplace:
-            self._static_replace_written(callback, error)
+        if kind is AfterSync or kind is AfterStaticReplace:
+            self._step(callback.group_id, Written(callback, error))
         elif kind is AfterNewGroup:
             if error is not None:
                 self._rollback_new_group(callback.group_id, callback.request_id, error, callback.displaced)
@@ -251,10 +250,9 @@ class Writes:
     def _delete_group(self, group_id: str, partition: int) -> RestoreGroup:
         """Remove a group and its offsets now (tombstones are replayed at once in Kafka);
         returns the callback that restores the group if the write fails. Kafka moves the group
-        to Dead and evicts it; here the edge is checked and the group dropped (nothing can hold a
-        Dead group)."""
-        group = self._groups.pop(group_id)
-        require_legal(group_id, group.state, DEAD)
+        to Dead and evicts it; so does the group machine, and the coordinator drops the Dead group."""
+        group = self._groups[group_id]
+        self._step(group_id, Delete())
         self._set_offsets(partition, [(group_id, key, None) for key in sorted(self._offsets.get(group_id, {}))])
         return RestoreGroup(group_id, group)
 
@@ -271,6 +269,6 @@ def _without_pending(callback, group_id: str, member_id: str):
     group = getattr(callback, field) if field is not None else None
     if group is None or callback.group_id != group_id or member_id not in group.pending_members:
         return callback
-    return evolve(callback, **{field: evolve(group, pending_members=group.pending_members - {member_id})})
+    return evolve(callback, **{field: GroupMachine.without_pending(group, member_id)})
 
 

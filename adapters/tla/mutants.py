@@ -2,9 +2,8 @@
 that catches each (``groupcoord tla mutants``; catalogue in tla/README.md).
 
 A core mutant is applied at run time only: the source of one or more methods of
-``groupcoord.core.membership.Membership`` and the ``Joining`` it extends (the Coordinator inherits
-them) is edited in memory,
-compiled in the module's namespace and set on the class; ``applied`` restores the originals.
+the group machine (``groupcoord.core.machine.GroupMachine`` and the ``Membership`` and
+``Joining`` parts it extends) is edited in memory, compiled in the module's namespace and set on the class; ``applied`` restores the originals.
 The source tree is never written. A spec mutant is a text edit of a copy of tla/ (tla_run's
 ``replace``).
 
@@ -27,7 +26,7 @@ from typing import Callable
 
 import attrs
 
-from groupcoord.core import membership
+from groupcoord.core import machine
 
 
 @attrs.frozen
@@ -35,7 +34,7 @@ class Mutant:
     name: str
     bug: str
     source: str
-    core: tuple = ()  # (method name, ((old, new), ...)) pairs on Membership
+    core: tuple = ()  # (method name, ((old, new), ...)) pairs on the group machine
     spec: dict | None = None  # tla_run replace= for a spec mutant
     checks: tuple = ("scenarios", "graph-check", "trace")
     ids: tuple = ()  # the bug's ids (KAFKA-8500, KoP-380): --only takes them as well as the name
@@ -77,7 +76,7 @@ MUTANTS: list[Mutant] = [
            core=(("_init_next_generation", ((
                "        g.generation_id += 1", "        g.generation_id += 0 if g.generation_id == 0 else 1"),)),)),
     Mutant("heartbeat-empty-none", "heartbeats in Empty answered NONE", "issue #3 list",
-           core=(("_heartbeat", ((
+           core=(("heartbeat", ((
                "        if group is None:\n            error = Error.UNKNOWN_MEMBER_ID\n        else:",
                "        if group is None:\n            error = Error.UNKNOWN_MEMBER_ID\n"
                "        elif group.state is EMPTY:\n            error = NONE\n        else:"),)),)),
@@ -88,14 +87,14 @@ MUTANTS: list[Mutant] = [
     Mutant("assignment-before-write", "an assignment applied before its write succeeds",
            "issue #3 list",
            core=(("_sync", ((
-               "                self._append(g.partition, record, AfterSync(g.group_id, g.generation_id, "
+               "                self._append(record, AfterSync(g.group_id, g.generation_id, "
                "tuple(assignments.items())))",
-               "                self._append(g.partition, record, AfterSync(g.group_id, g.generation_id, "
+               "                self._append(record, AfterSync(g.group_id, g.generation_id, "
                "tuple(assignments.items())))\n"
                "                for _mid in list(g.members):\n"
                "                    g.put(evolve(g.members[_mid], assignment=assignments.get(_mid, b\"\")))"),)),)),
     Mutant("fenced-static-none", "a fenced static member answered NONE", "issue #3 list (KIP-345 fencing)",
-           core=(("_heartbeat", ((
+           core=(("heartbeat", ((
                "            if member is None or (instance_id is not None and group.static_members.get(instance_id) != mid):",
                "            if member is None:"),)),)),
     Mutant("generation-bumped-twice", "the generation bumped twice for one join phase", "issue #3 list",
@@ -132,12 +131,12 @@ MUTANTS: list[Mutant] = [
 
 @contextlib.contextmanager
 def applied(mutant: Mutant):
-    """The core mutant, in place on Membership for the duration. A method is compiled in the
-    namespace of the module that defines it (``joining`` or ``membership``)."""
+    """The core mutant, in place on the group machine for the duration. A method is compiled
+    in the namespace of the module that defines it (``joining``, ``membership``, ``machine``)."""
     originals = {}
     try:
         for method, edits in mutant.core:
-            owner = next(c for c in membership.Membership.__mro__ if method in vars(c))
+            owner = next(c for c in machine.GroupMachine.__mro__ if method in vars(c))
             original = vars(owner)[method]
             source = textwrap.dedent(inspect.getsource(original))
             for old, new in edits:

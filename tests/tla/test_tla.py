@@ -104,14 +104,14 @@ def test_named_bugs_are_in_the_catalogue(mutants):
 
 
 def test_mutants_restore_the_core():
-    from groupcoord.core import membership
+    from groupcoord.core import machine
     from groupcoord.adapters.tla.mutants import applied
 
     m = next(m for m in MUTANTS if m.name == "generation-bumped-twice")
-    before = membership.Membership._init_next_generation
+    before = machine.GroupMachine._init_next_generation
     with applied(m):
-        assert membership.Membership._init_next_generation is not before
-    assert membership.Membership._init_next_generation is before
+        assert machine.GroupMachine._init_next_generation is not before
+    assert machine.GroupMachine._init_next_generation is before
 
 
 def test_validate_reads_recorded_trace_files(setup, tmp_path):
