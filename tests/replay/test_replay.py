@@ -18,7 +18,7 @@ from groupcoord.adapters.replay import faults
 from groupcoord.adapters.cli import replay as replay_cli
 from groupcoord.adapters.replay import report as replay_report
 from groupcoord.adapters.replay.plain_job import plain_replay
-from groupcoord.adapters.sim import simulator
+from groupcoord.adapters.sim import simulator, workload
 from groupcoord.adapters.replay import trace_files as trace_io
 from groupcoord.core import trace
 from groupcoord.adapters.replay import records, stream
@@ -85,7 +85,7 @@ def test_summary_counts_what_happened(root):
     summary = json.loads((simulated(root) / "summary.json").read_text())
     t = summary["totals"]
     assert t["rebalances"] >= GROUPS and t["inputs"] > 0 and t["partitions_moved"] > 0
-    assert set(summary["by_strategy"]) == set(simulator.STRATEGIES)
+    assert set(summary["by_strategy"]) == set(workload.STRATEGIES)
     assert 0 < t["not_stable_share"] < 1
 
 
