@@ -108,7 +108,7 @@ def core_alone(trace: str, sample_records: int = CORE_SAMPLE_RECORDS) -> dict:
     from groupcoord.adapters.replay.engine import starts_instance
     from groupcoord.adapters.replay.records import decode_event
 
-    from groupcoord.adapters.replay.job import json_loader
+    from groupcoord.adapters.replay.partition import json_loader
     from groupcoord.adapters.replay.trace_files import TraceError, coordinator_config, iter_batches, read_manifest, trace_files
 
     meta = read_manifest(trace)
@@ -146,7 +146,9 @@ def measure(kind: str, cores: int, trace: str, warmup: str | None) -> dict:
     time of the whole process tree (driver, JVM, Python workers) during the measured replay:
     on a shared machine it says what the replay cost where wall time says how long it
     waited for a CPU."""
-    from groupcoord.adapters.replay import job as replay_job
+    from groupcoord.adapters.replay.plain_job import plain_replay
+    from groupcoord.adapters.replay.spark_job import spark_replay
+    from groupcoord.adapters.replay.spark_session import spark_session
 
     out = f"{trace}.bench-{kind}-{cores}"
     if kind == "core":
@@ -154,15 +156,15 @@ def measure(kind: str, cores: int, trace: str, warmup: str | None) -> dict:
         cpu0, cpu1 = 0.0, s.pop("cpu_seconds")  # the timed loop only, not the decoding before it
     elif kind == "plain":
         cpu0 = tree_cpu_seconds()
-        s = replay_job.plain_replay(trace, out, processes=cores)
+        s = plain_replay(trace, out, processes=cores)
         cpu1 = tree_cpu_seconds()
     else:
-        spark = replay_job.spark_session(f"local[{cores}]", partitions=4 * cores)
+        spark = spark_session(f"local[{cores}]", partitions=4 * cores)
         try:
             if warmup:
-                replay_job.spark_replay(spark, warmup, out + "-warmup", partitions=4 * cores)
+                spark_replay(spark, warmup, out + "-warmup", partitions=4 * cores)
             cpu0 = tree_cpu_seconds()
-            s = replay_job.spark_replay(spark, trace, out, partitions=4 * cores)
+            s = spark_replay(spark, trace, out, partitions=4 * cores)
             cpu1 = tree_cpu_seconds()
         finally:
             spark.stop()

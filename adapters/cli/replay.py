@@ -130,7 +130,8 @@ def run_replay_command(args) -> int:
         return fail(prog, problem)
     try:
         if args.command == "simulate":
-            from groupcoord.adapters.sim.simulator import format_summary, simulate
+            from groupcoord.adapters.sim.report import format_summary
+            from groupcoord.adapters.sim.simulator import simulate
 
             summary = simulate(args.out, groups=args.groups, members=args.members, seed=args.seed,
                                duration_ms=int(args.duration * 1000), incidents_per_min=args.incidents,

@@ -138,17 +138,17 @@ def _scenario_paths() -> list[Path]:
 
 def validation_traces() -> tuple[list, list, int]:
     """(scenario traces, hypothesis traces, scenarios left out as outside the spec's scope)."""
-    from groupcoord.adapters.tla import trace as tla_trace
+    from groupcoord.adapters.tla import trace_sources
     from groupcoord.adapters.conformance.scenarios import scenario_files
 
     files = scenario_files(_scenario_paths())
-    scenario = tla_trace.scenario_traces(_scenario_paths(), len(files))
-    hypo = [tla_trace.hypothesis_trace(seed, HYPOTHESIS_STEPS) for seed in HYPOTHESIS_SEEDS]
+    scenario = trace_sources.scenario_traces(_scenario_paths(), len(files))
+    hypo = [trace_sources.hypothesis_trace(seed, HYPOTHESIS_STEPS) for seed in HYPOTHESIS_SEEDS]
     return scenario, hypo, len(files) - len(scenario)
 
 
 def run_trace_validation(out=print) -> CheckResult:
-    from groupcoord.adapters.tla import trace as tla_trace
+    from groupcoord.adapters.tla import trace_check
 
     started = time.monotonic()
     r = CheckResult("trace", True, 0.0)
@@ -157,13 +157,13 @@ def run_trace_validation(out=print) -> CheckResult:
         r.ok = False
         r.lines.append("  no scenario trace found")
     accepted = 0
-    for batch in tla_trace.batches(scenario + hypo):
-        tr = tla_trace.check_traces(batch)
+    for batch in trace_check.batches(scenario + hypo):
+        tr = trace_check.check_traces(batch)
         r.lines.append("  " + tr.line())
         r.ok &= tr.accepted
         accepted += len(batch) if tr.accepted else 0
-    bad, step = tla_trace.corrupt(hypo[0])
-    rejected = tla_trace.check_trace(bad)
+    bad, step = trace_check.corrupt(hypo[0])
+    rejected = trace_check.check_trace(bad)
     r.lines.append("  " + rejected.line() + f" (corrupted at line {step}: must be rejected there)")
     r.ok &= (not rejected.accepted) and rejected.diverged_at == step
     n = len(scenario) + len(hypo)
@@ -225,7 +225,7 @@ def run_check(selected: list[str] | None = None, workers: int | None = None, out
 
 def run_mutants_command(names: list[str] | None = None, workers: int | None = None, out=print,
                         every_check: bool = False) -> tuple[bool, list]:
-    from groupcoord.adapters.tla import trace as tla_trace
+    from groupcoord.adapters.tla import trace_check
     from groupcoord.adapters.conformance.scenarios import run_file, scenario_files
     from groupcoord.adapters.tla.mutants import MUTANTS, run_mutants
 
@@ -255,8 +255,8 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
 
         def trace(m):
             scenario, hypo, _ = validation_traces()  # recorded through the mutated core
-            for batch in tla_trace.batches(scenario + hypo):
-                tr = tla_trace.check_traces(batch)
+            for batch in trace_check.batches(scenario + hypo):
+                tr = trace_check.check_traces(batch)
                 if not tr.accepted:
                     return f"trace {tr.name} rejected at line {tr.diverged_at} ({tr.event})"
             return None
@@ -332,38 +332,38 @@ def add_tla_command(sub) -> None:
 
 
 def run_validate(path: str, group_id: str | None = None, out=print, prog: str = "groupcoord tla validate") -> int:
-    """Trace validation of a recorded trace, unit by unit (``tla_trace.file_traces``): each
+    """Trace validation of a recorded trace, unit by unit (``trace_sources.file_traces``): each
     unit's line says whether TLC accepted it, accepted the part before an input the spec
     cannot model (and which), rejected it, or could check none of it (and why); the last line
     counts them. 0 when nothing checked is rejected and something was checked, 1 when a unit
     is rejected, 2 when nothing could be checked (or the trace cannot be read)."""
     from groupcoord.core.trace import TraceError
 
-    from groupcoord.adapters.tla import trace as tla_trace
+    from groupcoord.adapters.tla import trace_check, trace_sources
 
     if not Path(path).exists():
         return fail(prog, f"{path}: no such file or directory")
     try:
-        units = tla_trace.file_traces(path, group_id)
+        units = trace_sources.file_traces(path, group_id)
     except (TraceError, ValueError) as e:
         return fail(prog, e)
     check_setup()
     checked = [u for u in units if u.trace is not None]
     results = {}
-    for batch in tla_trace.batches([u.trace for u in checked]):
+    for batch in trace_check.batches([u.trace for u in checked]):
         # one TLC run for a batch; TLC names the first trace it rejects, which leaves the
         # batch for the next run (a run per rejection, plus one)
         while batch:
-            together = tla_trace.check_traces(batch)
+            together = trace_check.check_traces(batch)
             if together.accepted:
                 for t in batch:
-                    results[id(t)] = tla_trace.TraceResult(t.name, len(t.rows), True,
-                                                           seconds=together.seconds / len(batch))
+                    results[id(t)] = trace_check.TraceResult(t.name, len(t.rows), True,
+                                                             seconds=together.seconds / len(batch))
                 break
             bad = next((t for t in batch if t.name == together.name), None)
             if bad is None or len(batch) == 1:
                 bad = bad or batch[0]
-                together = tla_trace.check_trace(bad) if len(batch) > 1 else together
+                together = trace_check.check_trace(bad) if len(batch) > 1 else together
             results[id(bad)] = together
             batch = [t for t in batch if t is not bad]
     accepted = partial = rejected = unchecked = 0

@@ -9,7 +9,8 @@ splits a trace into them, and readers take each on its own. Reading never skips 
 silently: a line that is not a v1 record raises ``TraceError`` naming the file and line
 (Parquet: the file and row, 1-based).
 
-pyarrow is imported here (and in the Spark job) only; the core never touches files.
+pyarrow is imported here (and by the replay job: ``partition``, ``plain_job``) only; the core never
+touches files.
 """
 
 from __future__ import annotations

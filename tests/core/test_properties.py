@@ -34,7 +34,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from groupcoord.adapters.conformance import scenarios as conformance
-from groupcoord.adapters.replay import job as replay_job
+from groupcoord.adapters.replay.plain_job import plain_replay
 from groupcoord.adapters.replay.trace_files import InstanceRecorder
 from groupcoord.core import events as ev
 from groupcoord.adapters.checks import emitted
@@ -696,7 +696,7 @@ def test_examples_write_traces_the_replay_job_passes(tmp_path, monkeypatch):
     assert len(traces) >= 10
     inputs = 0
     for trace_dir in traces:
-        summary = replay_job.plain_replay(str(trace_dir), str(tmp_path / "report"))
+        summary = plain_replay(str(trace_dir), str(tmp_path / "report"))
         assert summary["scope"] == "instance"
         assert summary["units_with_findings"] == 0, (trace_dir, summary["first_findings"])
         inputs += summary["inputs"]

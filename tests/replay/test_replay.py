@@ -16,8 +16,9 @@ orjson = pytest.importorskip("orjson")
 
 from groupcoord.adapters.replay import faults
 from groupcoord.adapters.cli import replay as replay_cli
-from groupcoord.adapters.replay import job as replay_job
-from groupcoord.adapters.sim import simulator
+from groupcoord.adapters.replay import report as replay_report
+from groupcoord.adapters.replay.plain_job import plain_replay
+from groupcoord.adapters.sim import simulator, workload
 from groupcoord.adapters.replay import trace_files as trace_io
 from groupcoord.core import trace
 from groupcoord.adapters.replay import records, stream
@@ -84,14 +85,14 @@ def test_summary_counts_what_happened(root):
     summary = json.loads((simulated(root) / "summary.json").read_text())
     t = summary["totals"]
     assert t["rebalances"] >= GROUPS and t["inputs"] > 0 and t["partitions_moved"] > 0
-    assert set(summary["by_strategy"]) == set(simulator.STRATEGIES)
+    assert set(summary["by_strategy"]) == set(workload.STRATEGIES)
     assert 0 < t["not_stable_share"] < 1
 
 
 @pytest.mark.parametrize("processes", [1, 2])
 def test_clean_trace_replays_clean(root, tmp_path, processes):
-    s = replay_job.plain_replay(str(simulated(root)), str(tmp_path / "report"), processes=processes)
-    assert s["units"] == GROUPS and s["units_with_findings"] == 0, replay_job.format_report(s)
+    s = plain_replay(str(simulated(root)), str(tmp_path / "report"), processes=processes)
+    assert s["units"] == GROUPS and s["units_with_findings"] == 0, replay_report.format_report(s)
     assert s["records"] == sum(1 for _ in rows_of(simulated(root)))
     assert (tmp_path / "report" / "findings.parquet").exists()
 
@@ -124,9 +125,9 @@ def faulty(root):
 def test_each_fault_is_flagged_for_exactly_its_group(faulty, tmp_path):
     path, injected = faulty
     assert sorted(injected.values()) == sorted(faults.FAULTS)
-    s = replay_job.plain_replay(str(path), str(tmp_path / "report"), processes=2, sample=100)
+    s = plain_replay(str(path), str(tmp_path / "report"), processes=2, sample=100)
     found = {f["group_id"]: f for f in s["first_findings"]}
-    assert set(found) == set(injected), replay_job.format_report(s)
+    assert set(found) == set(injected), replay_report.format_report(s)
     for gid, fault in injected.items():
         f = found[gid]
         assert faults.EXPECTED_CHECK[fault] in f["checks"].split(","), (fault, f)
@@ -139,18 +140,18 @@ def test_plain_replay_and_groups_spanning_files(root, tmp_path, processes):
     with it, each file is replayed alone and every split group is flagged, never passed."""
     clean = simulated(root)
     spread_over_files(clean, tmp_path / "spanning", promise=False)
-    s = replay_job.plain_replay(str(tmp_path / "spanning"), str(tmp_path / "r1"), processes=processes)
-    assert s["units"] == GROUPS and s["units_with_findings"] == 0, replay_job.format_report(s)
+    s = plain_replay(str(tmp_path / "spanning"), str(tmp_path / "r1"), processes=processes)
+    assert s["units"] == GROUPS and s["units_with_findings"] == 0, replay_report.format_report(s)
     spanning = spread_over_files(clean, tmp_path / "promised", promise=True)
     assert len(spanning) == GROUPS
-    s = replay_job.plain_replay(str(tmp_path / "promised"), str(tmp_path / "r2"), processes=processes, sample=100)
-    assert {f["group_id"] for f in s["first_findings"]} == spanning, replay_job.format_report(s)
+    s = plain_replay(str(tmp_path / "promised"), str(tmp_path / "r2"), processes=processes, sample=100)
+    assert {f["group_id"] for f in s["first_findings"]} == spanning, replay_report.format_report(s)
     assert {f["check"] for f in s["first_findings"]} == {"sequence_order"}
 
 
 def test_report_names_expected_and_actual(faulty, tmp_path):
     path, injected = faulty
-    replay_job.plain_replay(str(path), str(tmp_path / "report"))
+    plain_replay(str(path), str(tmp_path / "report"))
     text = (tmp_path / "report" / "summary.txt").read_text()
     assert "6 groups with findings" in text and "expected:" in text and "actual:" in text
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())
@@ -176,18 +177,18 @@ def test_jsonl_trace_and_malformed_lines(root, tmp_path):
     write_lines(part, lines)
     with pytest.raises(trace.TraceError, match=rf"{part.name}:11: not JSON"):
         list(trace_io.iter_batches(dst))
-    s = replay_job.plain_replay(str(dst), str(tmp_path / "report"), sample=50)
+    s = plain_replay(str(dst), str(tmp_path / "report"), sample=50)
     # not JSON, but its group can be read off the text: the one finding is in that group
     # (first in it, its seq being cut off), at the bad line; no gap reported elsewhere
     assert [(f["group_id"], f["kind"], f["file"], f["line"]) for f in s["first_findings"]] == \
         [(victim["group_id"], "malformed", str(part), 11)]
     assert s["units_with_findings"] == 1 and s["units"] == GROUPS
-    assert "(a line that could not be read)" in replay_job.format_report(s)
+    assert "(a line that could not be read)" in replay_report.format_report(s)
     # cut after its seq: the bad record takes its own place in its group
     lines[10] = json.dumps(victim, separators=(",", ":"))[:90]
     assert f'"seq":{victim["seq"]},' in lines[10]
     write_lines(part, lines)
-    s = replay_job.plain_replay(str(dst), str(tmp_path / "report2"), sample=50)
+    s = plain_replay(str(dst), str(tmp_path / "report2"), sample=50)
     assert [(f["group_id"], f["kind"], f["seq"], f["line"]) for f in s["first_findings"]] == \
         [(victim["group_id"], "malformed", victim["seq"], 11)]
 
@@ -202,7 +203,7 @@ def test_a_bad_seq_is_reported_in_its_group(root, tmp_path):
     victim = json.loads(lines[4])
     lines[4] = json.dumps({**victim, "seq": None})
     write_lines(part, lines)
-    s = replay_job.plain_replay(str(tmp_path / "jsonl"), str(tmp_path / "r1"), sample=50)
+    s = plain_replay(str(tmp_path / "jsonl"), str(tmp_path / "r1"), sample=50)
     assert [(f["group_id"], f["kind"], f["line"]) for f in s["first_findings"]] == \
         [(victim["group_id"], "malformed", 5)]
     src = simulated(root)
@@ -215,7 +216,7 @@ def test_a_bad_seq_is_reported_in_its_group(root, tmp_path):
     seq[4] = None
     table = table.set_column(table.column_names.index("seq"), "seq", pa.array(seq, pa.int64()))
     pq.write_table(table, part)
-    s = replay_job.plain_replay(str(dst), str(tmp_path / "r2"), sample=50)
+    s = plain_replay(str(dst), str(tmp_path / "r2"), sample=50)
     assert [(f["group_id"], f["kind"], f["line"]) for f in s["first_findings"]] == [(victim_group, "malformed", 5)]
 
 
@@ -256,12 +257,12 @@ def test_trace_directory_errors(tmp_path):
 
 def test_instance_scope_recording_replays_clean_and_catches_a_change(tmp_path):
     path = shared_recording(tmp_path)
-    s = replay_job.plain_replay(str(path), str(tmp_path / "r1"))
-    assert s["units"] == 1 and s["units_with_findings"] == 0 and s["instances"] == 2, replay_job.format_report(s)
+    s = plain_replay(str(path), str(tmp_path / "r1"))
+    assert s["units"] == 1 and s["units_with_findings"] == 0 and s["instances"] == 2, replay_report.format_report(s)
     f = next(path.glob("*.jsonl"))
     text = f.read_text().replace('"error_code":"NONE","generation_id":1', '"error_code":"NONE","generation_id":7', 1)
     f.write_text(text)
-    s = replay_job.plain_replay(str(path), str(tmp_path / "r2"))
+    s = plain_replay(str(path), str(tmp_path / "r2"))
     assert s["units_with_findings"] == 1 and s["first_findings"][0]["kind"] == "divergence"
 
 
@@ -315,8 +316,8 @@ def test_scenario_runner_recordings_replay_clean(tmp_path):
         if problem is not None:
             untraced.append((path.name, problem))
             continue
-        s = replay_job.plain_replay(str(out), str(tmp_path / f"r{i}"))
-        assert s["units_with_findings"] == 0, f"{path}:\n{replay_job.format_report(s)}"
+        s = plain_replay(str(out), str(tmp_path / f"r{i}"))
+        assert s["units_with_findings"] == 0, f"{path}:\n{replay_report.format_report(s)}"
         recorded += 1
     assert untraced == [("kafka-onload-exceeds-max-size.json",
                          "a reload changes the config, which one trace cannot hold")]
@@ -365,7 +366,7 @@ def test_a_copied_file_breaks_the_promise_and_fails_the_replay(root, tmp_path, c
     gid = trace_io.COLUMNS.index("group_id")
     in_first = {row[gid] for row in rows_of(first)}
     for processes in (1, 2):
-        s = replay_job.plain_replay(str(copy), str(tmp_path / f"r{processes}"), processes=processes)
+        s = plain_replay(str(copy), str(tmp_path / f"r{processes}"), processes=processes)
         assert s["units_with_findings"] == 0 and s["units"] == GROUPS
         assert s["groups_in_several_files"] == len(in_first)
         assert set(s["groups_in_several_files_sample"]) == set(sorted(in_first)[:20])
@@ -374,7 +375,7 @@ def test_a_copied_file_breaks_the_promise_and_fails_the_replay(root, tmp_path, c
     # without the promise the copies are brought together and flagged as repeated records
     meta = json.loads((copy / "meta.json").read_text())
     (copy / "meta.json").write_text(json.dumps({**meta, "groups_span_files": True}))
-    s = replay_job.plain_replay(str(copy), str(tmp_path / "r3"))
+    s = plain_replay(str(copy), str(tmp_path / "r3"))
     assert s["units_with_findings"] == len(in_first) and s["groups_in_several_files"] == 0
 
 
@@ -397,7 +398,7 @@ def test_empty_jsonl_files_hold_no_records(root, tmp_path):
     (dst / "empty.jsonl").write_text("")
     (dst / "blank.jsonl").write_text("\n\n")
     for processes in (1, 2):
-        s = replay_job.plain_replay(str(dst), str(tmp_path / f"r{processes}"), processes=processes)
+        s = plain_replay(str(dst), str(tmp_path / f"r{processes}"), processes=processes)
         assert s["units"] == GROUPS and s["units_with_findings"] == 0
 
 
@@ -406,7 +407,7 @@ def test_a_trace_mixing_formats_is_refused(root, tmp_path):
     shutil.copytree(simulated(root), mixed)
     shutil.copy(sorted(simulated(root, "jsonl").glob("part-*.jsonl"))[0], mixed / "extra.jsonl")
     with pytest.raises(trace_io.TraceError, match="mixes JSON Lines and Parquet"):
-        replay_job.plain_replay(str(mixed), str(tmp_path / "r"))
+        plain_replay(str(mixed), str(tmp_path / "r"))
 
 
 def test_an_instance_recording_read_as_group_scoped_is_a_contract_finding(tmp_path):
@@ -432,24 +433,24 @@ def test_the_report_never_replaces_what_is_not_a_report(root, tmp_path, capsys):
     for out, message in ((src / "report", "inside the trace"), (tmp_path, "the trace .* is inside it"),
                          (other, "is not a replay report"), (src / "meta.json", "inside the trace")):
         with pytest.raises(trace_io.TraceError, match=message):
-            replay_job.plain_replay(str(src), str(out))
+            plain_replay(str(src), str(out))
     assert sorted(p.name for p in src.iterdir()) == before and (other / "keep.txt").read_text() == "mine"
     assert replay_cli.main(["replay", str(src), "--engine", "plain", "--out", str(other)]) == 2
     assert "is not a replay report" in capsys.readouterr().err
     # an earlier report is replaced
     report = tmp_path / "report"
     for _ in range(2):
-        assert replay_job.plain_replay(str(src), str(report))["units_with_findings"] == 0
-    assert sorted(p.name for p in report.iterdir()) == sorted(replay_job.REPORT_FILES)
+        assert plain_replay(str(src), str(report))["units_with_findings"] == 0
+    assert sorted(p.name for p in report.iterdir()) == sorted(replay_report.REPORT_FILES)
 
 
 def test_the_text_report_shows_long_values_around_their_difference():
     expected = '{"members":[' + ",".join(f'"m{i}"' for i in range(200)) + "]}"
     actual = expected.replace('"m150"', '"m999"')
-    e, a = replay_job._around_difference(expected, actual)
+    e, a = replay_report._around_difference(expected, actual)
     assert e != a and '"m150"' in e and '"m999"' in a and e.startswith("...") and len(e) <= 406
-    assert replay_job._around_difference("short", "other") == ("short", "other")
-    assert replay_job._around_difference(None, "x" * 500) == (None, "x" * 400 + "...")
+    assert replay_report._around_difference("short", "other") == ("short", "other")
+    assert replay_report._around_difference(None, "x" * 500) == (None, "x" * 400 + "...")
 
 
 def test_a_bad_line_is_placed_by_what_it_says():

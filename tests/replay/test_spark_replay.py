@@ -18,6 +18,10 @@ pytest.importorskip("pyarrow")
 
 from groupcoord.adapters.replay import faults
 from groupcoord.adapters.replay import job as replay_job
+from groupcoord.adapters.replay.plain_job import plain_replay
+from groupcoord.adapters.replay.report import format_report
+from groupcoord.adapters.replay.spark_job import spark_replay
+from groupcoord.adapters.replay.spark_session import StageProgress, spark_session
 from groupcoord.adapters.sim import simulator
 from replay_helpers import spread_over_files  # noqa: E402
 
@@ -28,7 +32,7 @@ GROUPS = 16
 def spark():
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
-    session = replay_job.spark_session("local[2]", app="groupcoord-tests", partitions=4)
+    session = spark_session("local[2]", app="groupcoord-tests", partitions=4)
     session.range(100).count()  # warm-up: JVM classes, the first Python worker
     yield session
     session.stop()
@@ -53,9 +57,9 @@ def data(tmp_path_factory):
 
 def test_clean_parquet_trace_passes(spark, data, tmp_path):
     clean = data[0]
-    s = replay_job.spark_replay(spark, str(clean), str(tmp_path / "report"))
-    assert s["units"] == GROUPS and s["units_with_findings"] == 0, replay_job.format_report(s)
-    plain = replay_job.plain_replay(str(clean), str(tmp_path / "plain"))
+    s = spark_replay(spark, str(clean), str(tmp_path / "report"))
+    assert s["units"] == GROUPS and s["units_with_findings"] == 0, format_report(s)
+    plain = plain_replay(str(clean), str(tmp_path / "plain"))
     assert (s["records"], s["inputs"], s["outputs"]) == (plain["records"], plain["inputs"], plain["outputs"])
     assert (tmp_path / "report" / "findings.parquet").is_dir()
     assert "no divergence, no violation" in (tmp_path / "report" / "summary.txt").read_text()
@@ -63,15 +67,15 @@ def test_clean_parquet_trace_passes(spark, data, tmp_path):
 
 def test_faults_are_flagged_for_exactly_their_groups(spark, data, tmp_path):
     _, faulty, injected, _ = data
-    s = replay_job.spark_replay(spark, str(faulty), str(tmp_path / "report"), sample=100)
+    s = spark_replay(spark, str(faulty), str(tmp_path / "report"), sample=100)
     found = {f["group_id"]: f for f in s["first_findings"]}
-    assert set(found) == set(injected), replay_job.format_report(s)
+    assert set(found) == set(injected), format_report(s)
     for gid, fault in injected.items():
         f = found[gid]
         assert faults.EXPECTED_CHECK[fault] in f["checks"].split(","), (fault, f)
         assert f["file"].startswith(str(faulty)) and f["file"].endswith(".parquet") and f["line"] >= 1
     # the same findings as the plain replay
-    plain = replay_job.plain_replay(str(faulty), str(tmp_path / "plain"), sample=100)
+    plain = plain_replay(str(faulty), str(tmp_path / "plain"), sample=100)
     assert {(f["group_id"], f["checks"], f["seq"], f["file"], f["line"]) for f in plain["first_findings"]} == \
         {(f["group_id"], f["checks"], f["seq"], f["file"], f["line"]) for f in s["first_findings"]}
     rows = spark.read.parquet(str(tmp_path / "report" / "findings.parquet"))
@@ -88,34 +92,34 @@ def test_jsonl_trace_with_a_bad_line(spark, data, tmp_path):
     record["data"]["surprise"] = 1
     lines[7] = json.dumps(record)
     part.write_text("\n".join(lines) + "\n")
-    s = replay_job.spark_replay(spark, str(dst), str(tmp_path / "report"))
-    assert s["units_with_findings"] == 1, replay_job.format_report(s)
+    s = spark_replay(spark, str(dst), str(tmp_path / "report"))
+    assert s["units_with_findings"] == 1, format_report(s)
     f = s["first_findings"][0]
     assert (f["kind"], f["file"], f["line"], f["group_id"]) == ("malformed", str(part), 8, record["group_id"])
     assert "surprise" in f["detail"]
     # a line cut short (not JSON) is placed by the text it kept: one finding, in its group
     lines[7] = json.dumps(record)[:60]
     part.write_text("\n".join(lines) + "\n")
-    s = replay_job.spark_replay(spark, str(dst), str(tmp_path / "report2"))
+    s = spark_replay(spark, str(dst), str(tmp_path / "report2"))
     assert [(f["kind"], f["line"], f["group_id"]) for f in s["first_findings"]] == \
-        [("malformed", 8, record["group_id"])], replay_job.format_report(s)
+        [("malformed", 8, record["group_id"])], format_report(s)
 
 
 def test_shared_recording_replays_clean(spark, tmp_path):
     from replay_helpers import shared_recording
 
     path = shared_recording(tmp_path)
-    s = replay_job.spark_replay(spark, str(path), str(tmp_path / "report"))
-    assert s["units"] == 1 and s["instances"] == 2 and s["units_with_findings"] == 0, replay_job.format_report(s)
+    s = spark_replay(spark, str(path), str(tmp_path / "report"))
+    assert s["units"] == 1 and s["instances"] == 2 and s["units_with_findings"] == 0, format_report(s)
 
 
 def test_groups_spanning_files_are_brought_together(spark, data, tmp_path):
     """Without the manifest's promise the job shuffles by group: the same clean replay."""
     spanning = spread_over_files(data[0], tmp_path / "spread", promise=False)
     assert len(spanning) == GROUPS
-    s = replay_job.spark_replay(spark, str(tmp_path / "spread"), str(tmp_path / "report"))
-    assert s["units"] == GROUPS and s["units_with_findings"] == 0, replay_job.format_report(s)
-    plain = replay_job.plain_replay(str(data[0]), str(tmp_path / "plain"))
+    s = spark_replay(spark, str(tmp_path / "spread"), str(tmp_path / "report"))
+    assert s["units"] == GROUPS and s["units_with_findings"] == 0, format_report(s)
+    plain = plain_replay(str(data[0]), str(tmp_path / "plain"))
     assert (s["records"], s["inputs"], s["outputs"]) == (plain["records"], plain["inputs"], plain["outputs"])
 
 
@@ -123,9 +127,9 @@ def test_a_broken_promise_is_reported_not_passed(spark, data, tmp_path):
     """A manifest that promises whole groups per file while groups span files: each file is
     one task, so every split group is flagged (its second half does not start at seq 0)."""
     spanning = spread_over_files(data[0], tmp_path / "spread", promise=True)
-    s = replay_job.spark_replay(spark, str(tmp_path / "spread"), str(tmp_path / "report"), sample=100)
+    s = spark_replay(spark, str(tmp_path / "spread"), str(tmp_path / "report"), sample=100)
     flagged = {f["group_id"] for f in s["first_findings"]}
-    assert flagged == spanning, replay_job.format_report(s)
+    assert flagged == spanning, format_report(s)
     assert {f["check"] for f in s["first_findings"]} == {"sequence_order"}
 
 
@@ -179,7 +183,7 @@ def test_stage_progress_says_what_runs_long():
 
     now = [0.0]
     tracker, out = Tracker(), io.StringIO()
-    progress = replay_job.StageProgress(tracker, out=out, after=2, every=10, clock=lambda: now[0])
+    progress = StageProgress(tracker, out=out, after=2, every=10, clock=lambda: now[0])
     progress.what = "replaying T"
     tracker.active = {1: (0, 4), 2: (0, 8)}
     progress.check()
@@ -213,8 +217,8 @@ def test_a_copied_file_breaks_the_promise(spark, data, tmp_path):
     first = sorted(copy.glob("part-*.parquet"))[0]
     shutil.copy(first, copy / "part-copy.parquet")
     in_first = set(pq.read_table(first, columns=["group_id"]).column("group_id").to_pylist())
-    s = replay_job.spark_replay(spark, str(copy), str(tmp_path / "report"))
+    s = spark_replay(spark, str(copy), str(tmp_path / "report"))
     assert s["units"] == GROUPS and s["units_with_findings"] == 0
     assert s["groups_in_several_files"] == len(in_first)
     assert set(s["groups_in_several_files_sample"]) == in_first
-    assert "are in more than one file" in replay_job.format_report(s)
+    assert "are in more than one file" in format_report(s)

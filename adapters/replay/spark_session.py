@@ -1,0 +1,161 @@
+"""The Spark session a replay runs in, and what it prints: ``spark_session`` (the Python
+workers run this interpreter; Spark logs at WARN through ``LOG4J2_PROPERTIES`` unless verbose,
+also under spark-submit, whose JVM is already up) and ``StageProgress`` (a line on stderr per
+long stage).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+# Spark's own logging at WARN (spark_session, unless verbose): the driver JVM reads this
+# log4j2 configuration from its start (Spark's default profile prints a banner and, under
+# spark-submit, INFO lines); the Hadoop native-library notice is dropped.
+LOG4J2_PROPERTIES = """\
+status = error
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = spark %p %c{1}: %m%n%ex
+logger.nativecode.name = org.apache.hadoop.util.NativeCodeLoader
+logger.nativecode.level = error
+"""
+
+
+def log4j2_file() -> str:
+    """A file holding LOG4J2_PROPERTIES (one per user, rewritten when it differs)."""
+    import tempfile
+
+    path = Path(tempfile.gettempdir()) / f"groupcoord-log4j2-{os.getuid()}.properties"
+    try:
+        current = path.read_text()
+    except OSError:
+        current = None
+    if current != LOG4J2_PROPERTIES:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(LOG4J2_PROPERTIES)
+        os.replace(tmp, path)
+    return str(path)
+
+
+def _quiet_jvm(jvm) -> bool:
+    """LOG4J2_PROPERTIES in a JVM already running (spark-submit's), before the SparkContext
+    starts and logs its INFO lines. Spark reloads its default profile when a context starts
+    if it loaded it before (spark-submit did): that flag is cleared and Spark's own logger
+    context pointed at LOG4J2_PROPERTIES. Spark internals: False when they are not there
+    (then ``spark.log.level`` does what it can, from just after the context's first lines)."""
+    try:
+        spark_logging = getattr(getattr(jvm.org.apache.spark.internal, "Logging$"), "MODULE$")
+        getattr(spark_logging, "org$apache$spark$internal$Logging$$defaultSparkLog4jConfig_$eq")(False)
+        context = jvm.org.apache.logging.log4j.LogManager.getContext(
+            jvm.org.apache.spark.util.Utils.getSparkClassLoader(), False)
+        context.setConfigLocation(jvm.java.net.URI.create(Path(log4j2_file()).as_uri()))
+        return True
+    except Exception:  # py4j's errors: another Spark
+        return False
+
+
+def spark_session(master: str | None = "local[*]", app: str = "groupcoord-replay", partitions: int | None = None,
+                  extra: dict | None = None, verbose: bool = False):
+    """A SparkSession set up for replay (the Python workers run this interpreter). ``master``
+    None leaves it to spark-submit. Spark logs at WARN unless ``verbose`` (then as Spark's
+    defaults say, with its console progress bar)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    extra = dict(extra or {})
+    if not verbose:
+        if os.environ.get("PYSPARK_GATEWAY_PORT"):  # under spark-submit: its JVM is up already
+            SparkContext._ensure_initialized()
+            if not _quiet_jvm(SparkContext._jvm):
+                extra.setdefault("spark.log.level", "WARN")
+        else:  # the JVM starts with the session: it reads the configuration from the start
+            extra.setdefault("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j2_file()}")
+    builder = SparkSession.builder.appName(app)
+    if master:
+        builder = builder.master(master)
+    builder = (builder
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "true" if verbose else "false")
+               .config("spark.sql.adaptive.coalescePartitions.enabled", "false")
+               .config("spark.sql.execution.arrow.maxRecordsPerBatch", "10000")
+               .config("spark.python.worker.reuse", "true")
+               .config("spark.driver.memory", os.environ.get("GROUPCOORD_SPARK_DRIVER_MEMORY", "4g")))
+    if partitions:
+        builder = builder.config("spark.sql.shuffle.partitions", str(partitions))
+    for k, v in extra.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
+    if not verbose:
+        spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+class StageProgress:
+    """A line on ``out`` (stderr) for each Spark stage that runs longer than ``after`` seconds:
+    ``spark: stage 3: 5/8 tasks done (12 s), replaying TRACE``, again every ``every`` seconds
+    while it runs and once when it ends. Polls the status tracker from a daemon thread; use
+    as a context manager. ``what`` names the work under way (set it between jobs)."""
+
+    def __init__(self, tracker, out=None, after: float = 2.0, every: float = 10.0, poll: float = 0.5,
+                 clock=time.monotonic) -> None:
+        import threading
+
+        self.tracker, self.out = tracker, out or sys.stderr
+        self.after, self.every, self.poll, self.clock = after, every, poll, clock
+        self.what = ""
+        self._seen: dict[int, float] = {}  # stage -> first seen
+        self._told: dict[int, float] = {}  # stage -> last line
+        self._what: dict[int, str] = {}  # stage -> the work under way when it was first seen
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="groupcoord-spark-progress", daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(5)
+        self.check(final=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.poll):
+            try:
+                self.check()
+            except Exception:  # the JVM going away at the end: nothing more to say
+                return
+
+    def check(self, final: bool = False) -> None:
+        """One look at the running stages (the thread calls it every ``poll`` seconds)."""
+        now = self.clock()
+        active = set() if final else set(self.tracker.getActiveStageIds())
+        for stage in sorted(active):
+            info = self.tracker.getStageInfo(stage)
+            if info is None:
+                continue
+            first = self._seen.setdefault(stage, now)
+            self._what.setdefault(stage, self.what)
+            told = self._told.get(stage)
+            if now - first >= self.after and (told is None or now - told >= self.every):
+                self._say(stage, f"{info.numCompletedTasks}/{info.numTasks} tasks done", now - first,
+                          self._what[stage])
+                self._told[stage] = now
+        for stage in [s for s in self._seen if s not in active]:
+            first = self._seen.pop(stage)
+            what = self._what.pop(stage, self.what)
+            if self._told.pop(stage, None) is not None:
+                self._say(stage, "finished", now - first, what)
+
+    def _say(self, stage: int, state: str, seconds: float, what: str) -> None:
+        print(f"spark: stage {stage}: {state} ({seconds:.0f} s){', ' + what if what else ''}", file=self.out,
+              flush=True)
