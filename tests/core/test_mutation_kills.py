@@ -561,7 +561,9 @@ def test_a_snapshot_restores_to_a_coordinator_that_carries_on_alike():
 
     # the same inputs give the same outputs: the held writes complete, a fetch follows
     def carry_on(coordinator):
-        out = []
+        # a plain fetch reads the committed offset of a key whose write is in flight (5, not 9)
+        out = coordinator.handle(ev.OffsetFetch(request_id="before", now_ms=d.now_ms, version=8,
+                                                groups=(ev.FetchGroup("s"),)))
         for w in d.in_flight:
             out += coordinator.handle(ev.WriteCompleted(now_ms=d.now_ms, write_id=w.write_id))
         return out + coordinator.handle(ev.OffsetFetch(request_id="f", now_ms=d.now_ms, version=8,
@@ -569,6 +571,7 @@ def test_a_snapshot_restores_to_a_coordinator_that_carries_on_alike():
 
     original, restored = carry_on(d.coordinator), carry_on(copy)
     assert restored == original
+    assert restored[0].response.groups[0].topics[0].partitions[0].committed_offset == 5
     answered = {getattr(cmd, "request_id", None) for cmd in restored}
     assert {held, heartbeat, "f"} <= answered
 
@@ -707,3 +710,111 @@ def test_a_groups_subscribed_topics_are_every_members_topics():
     assert d.responses[request] == c.OffsetDeleteResponse(Error.NONE, (
         c.TopicResult("a", (c.PartitionResult(0, subscribed),)), c.TopicResult("c", (c.PartitionResult(0, subscribed),)),
         c.TopicResult("z", (c.PartitionResult(0, Error.NONE),))))
+
+
+@pytest.mark.parametrize("error", [None, "NOT_LEADER_OR_FOLLOWER"])
+def test_a_static_replacement_whose_member_left_and_group_went_meanwhile_ends_quietly(error):
+    """The replaced-in member leaves (by instance id) while the replacement's write is in flight
+    and the now Empty group is deleted: the write's outcome finds no member to answer."""
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    _stable(d, instance="i")
+    d.hold_writes()
+    rejoin = _join(d, instance="i")
+    [replace] = d.in_flight
+    leave = d.send("LeaveGroup", {"group_id": "g", "members": [{"member_id": "", "group_instance_id": "i"}]},
+                   version=3)
+    assert d.responses[rejoin].error_code is Error.UNKNOWN_MEMBER_ID
+    if error is None:
+        _settle(d, replace)
+        assert d.coordinator.group("g").members == {}
+    d.send("DeleteGroups", {"groups_names": ["g"]}, version=2)
+    assert d.coordinator.group("g") is None
+    if error is not None:
+        _settle(d, replace, error)
+    assert d.coordinator.group("g") is None
+    d.release_writes()
+    assert d.answer_counts[rejoin] == 1 and d.answer_counts[leave] == 1
+
+
+def test_a_static_member_that_rejoins_before_its_replacement_is_written_is_answered_by_the_new_join():
+    """The new member id rejoins while the replacement's write is in flight (a leader's rejoin
+    rebalances); the write's success then finds the member no longer parked on it."""
+    d = _driver()
+    _stable(d, instance="i")
+    d.hold_writes()
+    _join(d, instance="i")
+    [replace] = d.in_flight
+    new = d.coordinator.group("g").static_members["i"]
+    again = _join(d, member_id=new, instance="i")
+    assert d.responses[again].member_id == new and d.responses[again].generation_id == 2
+    _settle(d, replace)
+    group = d.coordinator.group("g")
+    assert group.state.value == "CompletingRebalance" and dict(group.static_members) == {"i": new}
+    assert d.answer_counts[again] == 1 and group.members[new].awaiting_join is None
+
+
+def test_a_pending_member_expires_from_a_deleted_group_held_by_a_new_groups_creation():
+    """D15, with the deleted group waiting on the creation write of a new group of its id (its
+    tombstone failed first): the pending member's expiry reaches that copy too."""
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    _empty_group(d, "g")  # one pending member (MEMBER_ID_REQUIRED), session 10 s
+    [pending] = d.coordinator.group("g").pending_members
+    d.hold_writes()
+    d.send("DeleteGroups", {"groups_names": ["g"]}, version=2)
+    _join(d, "g", version=4, session=30_000)  # a new group of the id (Empty, generation 0)
+    delete_g, create_g = d.in_flight
+    _settle(d, delete_g, Error.NOT_LEADER_OR_FOLLOWER)  # the old group now waits on create_g
+    d.advance(10_000)  # the pending member's session
+    _settle(d, create_g, Error.NOT_LEADER_OR_FOLLOWER)  # the old group comes back
+    group = d.coordinator.group("g")
+    assert group is not None and group.state.value == "Empty" and pending not in group.pending_members
+    assert group.pending_members == frozenset()
+
+
+def test_a_deleted_group_comes_back_when_the_creation_it_waits_on_fails_after_that_group_went_too():
+    """The old group's tombstone fails while a new group of its id is being created; the new
+    group is deleted in turn; then its creation fails: it never existed, and the old one is back."""
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    _commit(d, "g", offsets=(("t", 0, 1),))
+    old = d.coordinator.group("g")
+    d.hold_writes()
+    d.send("DeleteGroups", {"groups_names": ["g"]}, version=2)
+    _empty_group(d, "g")
+    delete_old, create_new = d.in_flight
+    _settle(d, delete_old, Error.NOT_LEADER_OR_FOLLOWER)
+    d.send("DeleteGroups", {"groups_names": ["g"]}, version=2)
+    [delete_new] = d.in_flight[1:]
+    assert d.coordinator.group("g") is None
+    _settle(d, create_new, Error.NOT_LEADER_OR_FOLLOWER)
+    assert d.coordinator.group("g") == old
+    _settle(d, delete_new)
+    assert d.coordinator.group("g") == old
+
+
+def test_list_groups_while_a_partition_loads_and_find_coordinator_for_keys_not_here():
+    from groupcoord.core import commands as c
+    from groupcoord.core import events as ev
+    from groupcoord.core.errors import Error
+    from groupcoord.core.partitioning import partition_for
+
+    d = _driver(offsets_topic_num_partitions=2, node_id=3, advertised_host="h", advertised_port=9)
+    d.dispatch(ev.UnloadPartition(now_ms=0, partition=1))
+    here, there = (next(g for g in map(str, range(100)) if partition_for(g, 2) == p) for p in (0, 1))
+    find = d.send("FindCoordinator", {"key_type": 0, "coordinator_keys": [here, there]}, version=4)
+    assert d.responses[find] == c.FindCoordinatorResponse((
+        c.Coordinator(here, 3, "h", 9, Error.NONE),
+        c.Coordinator(there, -1, "", -1, Error.COORDINATOR_NOT_AVAILABLE)))
+    transaction = d.send("FindCoordinator", {"key_type": 1, "coordinator_keys": [here]}, version=4)
+    assert d.responses[transaction] == c.FindCoordinatorResponse((c.Coordinator(here, -1, "", -1, Error.INVALID_REQUEST),))
+    d.dispatch(ev.LoadPartition(now_ms=0, partition=1, loading=True))
+    listing = d.send("ListGroups", {}, version=4)
+    assert d.responses[listing] == c.ListGroupsResponse(Error.COORDINATOR_LOAD_IN_PROGRESS)
+    d.dispatch(ev.LoadPartition(now_ms=0, partition=1))
+    listing = d.send("ListGroups", {}, version=4)
+    assert d.responses[listing] == c.ListGroupsResponse(Error.NONE)
