@@ -818,3 +818,93 @@ def test_list_groups_while_a_partition_loads_and_find_coordinator_for_keys_not_h
     d.dispatch(ev.LoadPartition(now_ms=0, partition=1))
     listing = d.send("ListGroups", {}, version=4)
     assert d.responses[listing] == c.ListGroupsResponse(Error.NONE)
+
+
+# ------------------------------------------------------------------ load and unload (§3.11)
+
+def _record(group="g", protocol_type="consumer", members=(), timestamp=1234, generation=3):
+    from groupcoord.core import commands as c
+
+    return c.GroupMetadataRecord(group_id=group, protocol_type=protocol_type, generation_id=generation,
+                                 protocol_name="range" if members else None,
+                                 leader_id=members[0].member_id if members else None,
+                                 current_state_timestamp_ms=timestamp, members=tuple(members))
+
+
+def test_a_group_loads_as_its_record_says():
+    from groupcoord.core import commands as c
+    from groupcoord.core import events as ev
+    from groupcoord.core.coordinator import Coordinator
+
+    from groupcoord.core.partitioning import partition_for
+
+    member = c.MemberRecord("m", None, "client", "/10.0.0.1", -1, 7000, cp.encode_subscription(["a", "b"]), b"x")
+    other = c.MemberRecord("n", "i", "other", "/10.0.0.2", 9000, 8000, cp.encode_subscription(["c"]), b"y")
+    coordinator = Coordinator()
+    for gid, record in (("g", _record(members=(member, other))), ("e", _record("e", "", timestamp=-1)),
+                        ("k", _record("k", "consumer", timestamp=5))):
+        coordinator.handle(ev.LoadPartition(now_ms=0, partition=partition_for(gid, 50), records=(record,)))
+    g = coordinator.group("g")
+    assert (g.state.value, g.generation_id, g.protocol_type, g.protocol_name, g.leader_id, g.state_timestamp_ms) == (
+        "Stable", 3, "consumer", "range", "m", 1234)
+    assert g.subscribed_topics == frozenset({"a", "b", "c"}) and dict(g.static_members) == {"i": "n"}
+    m, n = g.members["m"], g.members["n"]
+    # a rebalance timeout of -1 (records of old versions) is the session timeout
+    assert (m.rebalance_timeout_ms, m.session_timeout_ms, m.assignment, m.client_id, m.client_host) == (
+        7000, 7000, b"x", "client", "/10.0.0.1")
+    assert (n.rebalance_timeout_ms, n.session_timeout_ms, n.assignment, n.client_id, n.group_instance_id) == (
+        9000, 8000, b"y", "other", "i")
+    assert m.protocols == (("range", cp.encode_subscription(["a", "b"])),)
+    e = coordinator.group("e")
+    assert (e.state.value, e.protocol_type, e.state_timestamp_ms, e.subscribed_topics) == ("Empty", None, None, None)
+    k = coordinator.group("k")  # Empty, but a consumer group: its offsets expire by the state's time
+    assert (k.state.value, k.protocol_type, k.state_timestamp_ms, k.subscribed_topics) == (
+        "Empty", "consumer", 5, frozenset())
+
+
+def test_assemble_group_sets_the_fields_it_is_given():
+    from groupcoord.core.draft import assemble_group
+    from groupcoord.core.model import Group, Member
+
+    member = Member("m", None, "c", "/h", 10, 10, "consumer", (("range", cp.encode_subscription(["t"])),))
+    group = assemble_group(Group("g", 0, protocol_type="consumer", protocol_name="range", leader_id="m"), [member],
+                           pending_members=frozenset({"p"}), new_member_added=True)
+    assert group.pending_members == frozenset({"p"}) and group.new_member_added is True
+    assert list(group.members) == ["m"] and group.subscribed_topics == frozenset({"t"})
+
+
+def test_unloading_one_partition_leaves_the_others_alone():
+    """onUnloaded for one partition: its writes fail, its held responses get NOT_COORDINATOR,
+    its groups and offsets are forgotten and its timers cancelled; another partition's writes,
+    held responses, groups and offsets carry on."""
+    from groupcoord.core import commands as c
+    from groupcoord.core import events as ev
+    from groupcoord.core.errors import Error
+    from groupcoord.core.partitioning import partition_for
+
+    d = _driver(offsets_topic_num_partitions=2)
+    names = {p: [g for g in map(str, range(200)) if partition_for(g, 2) == p][:2] for p in (0, 1)}
+    # groups in the map alternate between the partitions, one of partition 1 first
+    for gid in (names[1][0], names[0][0], names[1][1], names[0][1]):
+        _commit(d, gid)
+    d.hold_writes()
+    stay, go = names[1][0], names[0][0]
+    commits = {gid: _commit(d, gid, offsets=(("t", 0, 9),)) for gid in (stay, go)}
+    behind = {gid: _commit(d, gid, offsets=(("t", 1, 1),), metadata="x" * 5000) for gid in (stay, go)}
+    assert not any(r in d.responses for r in (*commits.values(), *behind.values()))
+    out = d.dispatch(ev.UnloadPartition(now_ms=d.now_ms, partition=0))
+    assert out[-1] == c.CancelPartitionTimers(0)
+    nc = Error.NOT_COORDINATOR
+    assert d.responses[commits[go]].topics[0].partitions[0].error_code is nc
+    assert d.responses[behind[go]].topics[0].partitions[0].error_code is nc
+    assert commits[stay] not in d.responses and behind[stay] not in d.responses
+    assert d.coordinator.group(go) is None and d.coordinator.group(names[0][1]) is None
+    assert d.coordinator.offsets(go) == {} and d.coordinator.offsets(names[0][1]) == {}
+    state = d.coordinator.snapshot()
+    assert go not in state.offsets and go not in state.committed_offsets
+    assert d.coordinator.group(stay) is not None and d.coordinator.group(names[1][1]) is not None
+    assert d.coordinator.offsets(stay)[("t", 0)].offset == 9
+    d.release_writes()
+    assert d.responses[commits[stay]].topics[0].partitions[0].error_code is Error.NONE
+    assert d.responses[behind[stay]].topics[0].partitions[0].error_code is Error.OFFSET_METADATA_TOO_LARGE
+    assert all(d.answer_counts[r] == 1 for r in (*commits.values(), *behind.values()))
