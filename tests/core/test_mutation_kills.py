@@ -908,3 +908,78 @@ def test_unloading_one_partition_leaves_the_others_alone():
     assert d.responses[commits[stay]].topics[0].partitions[0].error_code is Error.NONE
     assert d.responses[behind[stay]].topics[0].partitions[0].error_code is Error.OFFSET_METADATA_TOO_LARGE
     assert all(d.answer_counts[r] == 1 for r in (*commits.values(), *behind.values()))
+
+
+# ------------------------------------------------------------------ describe, offset deletion and expiry
+
+def test_describe_answers_each_group_in_order_with_what_it_is():
+    from groupcoord.core import commands as c
+    from groupcoord.core import events as ev
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    generation, [member], _ = _stable(d, instance="i")
+    _commit(d, "s")  # a simple group: no protocol type
+    d.dispatch(ev.DescribeGroups(request_id="dg", now_ms=d.now_ms, version=5, groups=(None, "s", "g", "none")))
+    invalid, simple, stable, missing = d.responses["dg"].groups
+    assert invalid == c.DescribedGroup(group_id=None, error_code=Error.INVALID_GROUP_ID)
+    assert simple == c.DescribedGroup(group_id="s", group_state="Empty", protocol_type="", protocol_data="")
+    assert (stable.group_state, stable.protocol_type, stable.protocol_data) == ("Stable", "consumer", "range")
+    assert stable.members == (c.DescribedMember(member, "i", "client", "/127.0.0.1", b"m", b"a-" + member.encode()),)
+    assert missing == c.DescribedGroup(group_id="none", group_state="Dead")
+
+
+def test_deleted_offsets_are_tombstoned_in_storage():
+    """OffsetDelete writes an offset tombstone per deleted offset: a reload does not bring them back."""
+    from groupcoord.core.errors import Error
+
+    d = _driver(offsets_topic_num_partitions=3)
+    _commit(d, "s", offsets=(("a", 0, 1), ("a", 1, 2), ("b", 0, 3)))
+    request = d.send("OffsetDelete", {"group_id": "s", "topics": [
+        {"name": "a", "partitions": [{"partition_index": 1}, {"partition_index": 7}]}]}, version=0)
+    assert d.responses[request].error_code is Error.NONE
+    assert set(d.coordinator.offsets("s")) == {("a", 0), ("b", 0)}
+    d.reload()
+    assert set(d.coordinator.offsets("s")) == {("a", 0), ("b", 0)}
+
+
+def test_expiry_removes_unsubscribed_offsets_of_a_stable_group_and_whole_empty_groups_on_every_partition():
+    """§5.3: a Stable consumer group's offsets of topics no member subscribes to expire by their
+    commit time; a simple group's all do, and the group goes with them (tombstones, kept on reload)."""
+    from groupcoord.core.partitioning import partition_for
+
+    d = _driver(offsets_topic_num_partitions=2, offsets_retention_minutes=1, offsets_retention_check_interval_ms=10_000)
+    on = {p: [g for g in map(str, range(100)) if partition_for(g, 2) == p] for p in (0, 1)}
+    stable = on[0][0]
+    request = _join(d, stable, version=3, session=200_000, protocols=(("range", cp.encode_subscription(["a"])),))
+    d.advance(3_000)
+    joined = d.responses[request]
+    _sync(d, joined.member_id, joined.generation_id, stable, [(joined.member_id, b"")])
+    _commit(d, stable, offsets=(("a", 0, 1), ("z", 0, 2)), generation=joined.generation_id, member_id=joined.member_id)
+    simple = [on[1][0], on[0][1], on[1][1]]  # groups of both partitions, one of partition 1 first
+    for gid in simple:
+        _commit(d, gid)
+    d.advance(70_000)
+    assert set(d.coordinator.offsets(stable)) == {("a", 0)}
+    assert all(d.coordinator.group(gid) is None and d.coordinator.offsets(gid) == {} for gid in simple)
+    d.reload()
+    assert set(d.coordinator.offsets(stable)) == {("a", 0)}
+    assert all(d.coordinator.group(gid) is None for gid in simple)
+
+
+def test_an_empty_group_without_a_state_time_expires_its_offsets_by_their_commit_time():
+    """§5.3: base = the time the group became Empty, or the commit timestamp when absent (a record
+    written with -1)."""
+    from groupcoord.core import commands as c
+    from groupcoord.core import events as ev
+    from groupcoord.core.coordinator import Coordinator
+    from groupcoord.core.config import CoordinatorConfig
+
+    coordinator = Coordinator(CoordinatorConfig(offsets_topic_num_partitions=1, offsets_retention_minutes=1))
+    records = (_record("k", "consumer", timestamp=-1),
+               c.OffsetCommitRecord("k", "t", 0, 5, -1, "", 1_000), c.OffsetCommitRecord("k", "t", 1, 6, -1, "", 50_000))
+    coordinator.handle(ev.LoadPartition(now_ms=0, partition=0, records=records))
+    out = coordinator.handle(ev.TimerFired(now_ms=61_000, key=c.ExpirationTimer(0)))
+    [write] = [cmd for cmd in out if isinstance(cmd, c.Write)]
+    assert write.records == (c.OffsetTombstone("k", "t", 0),)
+    assert set(coordinator.offsets("k")) == {("t", 1)} and coordinator.group("k") is not None
