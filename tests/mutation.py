@@ -110,16 +110,21 @@ def results(workdir: Path) -> dict[str, int | None]:
     return found
 
 
-def listed_equivalents(path: Path = EQUIVALENTS) -> dict[tuple[str, str], str]:
-    """spec/mutation.md's table of equivalent mutants: (function, mutated line) -> mutant name.
-    A mutant matches by its function and its mutated line, not by its number, which changes
-    when an earlier line of the function does."""
+def listed_equivalents(path: Path = EQUIVALENTS) -> dict[tuple[str, str, str], str]:
+    """The table under "## Equivalent mutants" in spec/mutation.md, one row per mutant:
+    | `name` | `line` | `mutated line` | why |, returned as (function, line, mutated line) ->
+    name. A mutant is matched by its function and its change, not by its number, which shifts
+    when an earlier line of the function changes; a changed line no longer matches."""
     listed = {}
+    section = ""
     if path.exists():
         for line in path.read_text().splitlines():
-            m = re.match(r"\|\s*`(groupcoord\.core\.[^`]+__mutmut_\d+)`\s*\|\s*`(.*?)`\s*\|", line)
-            if m:
-                listed[(function_of(m[1]), m[2].replace("\\|", "|").strip())] = m[1]
+            if line.startswith("## "):
+                section = line[3:].strip()
+            m = re.match(r"\|\s*`(groupcoord\.core\.[^`]+__mutmut_\d+)`\s*\|\s*`(.*?)`\s*\|\s*`(.*?)`\s*\|", line)
+            if m and section == "Equivalent mutants":
+                removed, added = (text.replace("\\|", "|").strip() for text in (m[2], m[3]))
+                listed[(function_of(m[1]), removed, added)] = m[1]
     return listed
 
 
@@ -127,21 +132,36 @@ def function_of(mutant: str) -> str:
     return mutant.partition("__mutmut_")[0]
 
 
-def mutated_line(diff: str) -> str:
-    """The diff's added lines, stripped and joined: what the mutant wrote instead."""
-    added = [line[1:].strip() for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
-    return " ".join(added)
+def change_of(diff: str) -> tuple[str, str]:
+    """A mutant's diff as (the lines it changed, what it wrote instead), each stripped and joined."""
+    lines = diff.splitlines()
+    removed = [line[1:].strip() for line in lines if line.startswith("-") and not line.startswith("---")]
+    added = [line[1:].strip() for line in lines if line.startswith("+") and not line.startswith("+++")]
+    return " ".join(removed), " ".join(added)
 
 
-def report(codes: dict[str, int | None], diffs: dict[str, str], equivalents: dict[tuple[str, str], str],
-           out=print) -> float:
-    """Prints the counts, each survivor's diff and the score; returns the score in per cent."""
+def _in_order(name: str):
+    function, _, number = name.partition("__mutmut_")
+    return function, int(number or 0)
+
+
+def report(codes: dict[str, int | None], diffs: dict[str, str], equivalents: dict[tuple[str, str, str], str],
+           every: bool = False, out=print) -> float:
+    """Prints the counts, each survivor's diff and the score; returns the score in per cent.
+    ``every``: all mutants were run, so a listed equivalent that matched none is stale."""
     status = {name: STATUS.get(code, "suspicious") for name, code in codes.items()}
+    matched = set()
     for name, diff in diffs.items():
-        if (function_of(name), mutated_line(diff)) in equivalents:
+        key = (function_of(name), *change_of(diff))
+        if key in equivalents:
             status[name] = "equivalent"
+            matched.add(key)
+    if every:
+        for key in sorted(set(equivalents) - matched):
+            out(f"listed as equivalent in spec/mutation.md but no surviving mutant makes that change: "
+                f"{equivalents[key]} ({key[1]!r} -> {key[2]!r})")
     counts = Counter(status.values())
-    for name in sorted(n for n, s in status.items() if s not in CAUGHT + ("equivalent",)):
+    for name in sorted((n for n, s in status.items() if s not in CAUGHT + ("equivalent",)), key=_in_order):
         out(f"\n{status[name]}: {name}\n{diffs.get(name, '')}")
     counted = len(status) - counts["equivalent"] - counts["skipped"]
     caught = sum(counts[s] for s in CAUGHT)
@@ -152,6 +172,26 @@ def report(codes: dict[str, int | None], diffs: dict[str, str], equivalents: dic
     out(f"mutation score: {score:.1f} % ({caught}/{counted} mutants of core/ caught"
         f"{', ' + str(counts['equivalent']) + ' equivalent left out' if counts['equivalent'] else ''})")
     return score
+
+
+def summarize(workdir: Path, chosen: list[str], partial: bool = False, out=print) -> float:
+    """The report of the results in ``workdir`` (of the ``chosen`` mutants; none: all).
+    ``partial``: leave out mutants not run yet (a run still going or interrupted)."""
+    codes = results(workdir)
+    if chosen:
+        from fnmatch import fnmatch
+
+        codes = {n: c for n, c in codes.items() if any(n == p or fnmatch(n, p) for p in chosen)}
+    if None in codes.values():
+        missing = sum(c is None for c in codes.values())
+        if not partial:
+            sys.exit(f"mutation: {missing} mutants were not run (see {workdir})")
+        out(f"{missing} of {len(codes)} mutants not run yet; the rest:")
+        codes = {n: c for n, c in codes.items() if c is not None}
+        chosen = chosen or ["*"]  # not every mutant: no stale listings
+    survivors = [n for n, c in codes.items() if STATUS.get(c, "suspicious") not in CAUGHT]
+    diffs = json.loads(python(_DIFFS, workdir, *survivors)) if survivors else {}
+    return report(codes, diffs, listed_equivalents(), every=not chosen, out=out)
 
 
 def run(workdir: Path, names: list[str], jobs: int, sample: int | None, seed: int, out=print) -> float:
@@ -179,16 +219,7 @@ def run(workdir: Path, names: list[str], jobs: int, sample: int | None, seed: in
                 mutmut.wait()
     if returncode:
         sys.exit(f"mutation: mutmut run failed (exit {returncode}):\n{log.read_text()[-6000:]}")
-    codes = results(workdir)
-    if chosen:
-        from fnmatch import fnmatch
-
-        codes = {n: c for n, c in codes.items() if any(n == p or fnmatch(n, p) for p in chosen)}
-    if None in codes.values():
-        sys.exit(f"mutation: {sum(c is None for c in codes.values())} mutants were not run (see {workdir})")
-    survivors = [n for n, c in codes.items() if STATUS.get(c, "suspicious") not in CAUGHT]
-    diffs = json.loads(python(_DIFFS, workdir, *survivors)) if survivors else {}
-    score = report(codes, diffs, listed_equivalents(), out)
+    score = summarize(workdir, chosen, out)
     out(f"({time.monotonic() - started:.0f} s, {jobs} job{'s' if jobs > 1 else ''})")
     return score
 
@@ -204,7 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=None,
                         help="work here and keep it (default: a temporary directory, removed)")
     parser.add_argument("--min-score", type=float, default=95.0, help="exit 1 below this score (default 95)")
+    parser.add_argument("--report", action="store_true",
+                        help="run nothing: report the results already in --workdir (e.g. of an interrupted run)")
     args = parser.parse_args(argv)
+    if args.report:
+        if args.workdir is None or args.sample is not None:
+            parser.error("--report reads the results of a --workdir and takes no --sample")
+        return 0 if summarize(args.workdir.resolve(), args.mutants, partial=True) >= args.min_score else 1
     if args.sample is not None and (args.sample < 1 or args.mutants):
         parser.error("--sample takes N >= 1 and no MUTANT names")
     if not MUTMUT.exists():

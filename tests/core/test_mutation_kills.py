@@ -983,3 +983,40 @@ def test_an_empty_group_without_a_state_time_expires_its_offsets_by_their_commit
     [write] = [cmd for cmd in out if isinstance(cmd, c.Write)]
     assert write.records == (c.OffsetTombstone("k", "t", 0),)
     assert set(coordinator.offsets("k")) == {("t", 1)} and coordinator.group("k") is not None
+
+
+def test_each_request_kind_has_its_whole_failure_form():
+    """error_response: what Kafka answers a request that fails whole (GroupCoordinatorService);
+    the coordinator uses some kinds, the others answer per group, but the forms are Kafka's."""
+    from groupcoord.core import commands as c
+    from groupcoord.core import events as ev
+    from groupcoord.core.error_responses import error_response
+    from groupcoord.core.errors import Error
+
+    e = Error.COORDINATOR_LOAD_IN_PROGRESS
+    common = dict(request_id="r", now_ms=0, version=8)
+    fetch = ev.OffsetFetch(**common, groups=(ev.FetchGroup("a"), ev.FetchGroup("b", (("t", (0,)),))))
+    assert error_response(fetch, e) == c.OffsetFetchResponse((c.FetchedGroup("a", (), e), c.FetchedGroup("b", (), e)))
+    describe = ev.DescribeGroups(**common, groups=("a", "b"))
+    assert error_response(describe, e) == c.DescribeGroupsResponse((c.DescribedGroup(group_id="a", error_code=e),
+                                                                     c.DescribedGroup(group_id="b", error_code=e)))
+    assert error_response(ev.ListGroups(**common), e) == c.ListGroupsResponse(e)
+    delete = ev.DeleteGroups(**common, groups_names=("a", "b"))
+    assert error_response(delete, e) == c.DeleteGroupsResponse((c.DeletableGroupResult("a", e),
+                                                                 c.DeletableGroupResult("b", e)))
+    find = ev.FindCoordinator(**common, coordinator_keys=("a",))
+    assert error_response(find, e) == c.FindCoordinatorResponse((c.Coordinator("a", -1, "", -1, e),))
+    with pytest.raises(TypeError, match="^not a request: "):
+        error_response(ev.WriteCompleted(now_ms=0, write_id=1), e)
+
+
+def test_a_join_rejected_by_the_service_echoes_its_member_id_and_one_failed_at_runtime_does_not():
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    bad_session = _join(d, member_id="m-1", session=1)
+    assert (d.responses[bad_session].error_code, d.responses[bad_session].member_id) == (
+        Error.INVALID_SESSION_TIMEOUT, "m-1")
+    d.unload()
+    not_here = _join(d, member_id="m-1")
+    assert (d.responses[not_here].error_code, d.responses[not_here].member_id) == (Error.NOT_COORDINATOR, "")
