@@ -1020,3 +1020,51 @@ def test_a_join_rejected_by_the_service_echoes_its_member_id_and_one_failed_at_r
     d.unload()
     not_here = _join(d, member_id="m-1")
     assert (d.responses[not_here].error_code, d.responses[not_here].member_id) == (Error.NOT_COORDINATOR, "")
+
+
+# ------------------------------------------------------------------ what the records keep
+
+def _persisted(group):
+    """What a GroupMetadata record keeps of a group (§4.5): a reload must give it back."""
+    members = tuple((m.member_id, m.group_instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                     m.session_timeout_ms, m.protocol_type, m.metadata(group.protocol_name), m.assignment)
+                    for m in group.members.values())
+    return (group.state, group.generation_id, group.protocol_type, group.protocol_name, group.leader_id,
+            dict(group.static_members), group.subscribed_topics, members)
+
+
+def test_a_reload_gives_back_the_groups_and_offsets_the_records_hold():
+    from groupcoord.core import events as ev
+    from groupcoord.core.model import OffsetEntry
+
+    d = _driver()
+    subscription = cp.encode_subscription(["t"])
+    static = d.send("JoinGroup", {"group_id": "g", "session_timeout_ms": 11_000, "rebalance_timeout_ms": 21_000,
+                                  "member_id": "", "group_instance_id": "i", "protocol_type": "consumer",
+                                  "protocols": [{"name": "range", "metadata": subscription}]},
+                    version=5, client_id="static-client")
+    dynamic = d.send("JoinGroup", {"group_id": "g", "session_timeout_ms": 12_000, "rebalance_timeout_ms": 22_000,
+                                   "member_id": "", "protocol_type": "consumer",
+                                   "protocols": [{"name": "range", "metadata": subscription},
+                                                 {"name": "rr", "metadata": b"other"}]},
+                     version=3, client_id="dynamic-client")
+    while static not in d.responses or dynamic not in d.responses:
+        d.advance(3_000)
+    leader, follower = d.responses[static], d.responses[dynamic]
+    _sync(d, follower.member_id, follower.generation_id)
+    _sync(d, leader.member_id, leader.generation_id, assignments=[(leader.member_id, b"A"), (follower.member_id, b"B")],
+          instance="i")
+    replaced = _join(d, instance="i", session=11_000, rebalance=21_000, protocols=(("range", subscription),))
+    assert d.responses[replaced].error_code == 0  # a static replacement in Stable, written
+    d.dispatch(ev.OffsetCommit(request_id="oc", now_ms=d.now_ms, version=4, group_id="g",
+                               generation_id=leader.generation_id, member_id=follower.member_id,
+                               retention_time_ms=90_000,
+                               topics=(("t", (ev.CommitPartition(3, 42, 7, "meta"),)),)))
+    _commit(d, "s", offsets=(("u", 1, 5),), metadata="simple")
+    before = {gid: _persisted(d.coordinator.group(gid)) for gid in ("g", "s")}
+    offsets = {gid: d.coordinator.offsets(gid) for gid in ("g", "s")}
+    assert offsets["g"][("t", 3)] == OffsetEntry(42, 7, "meta", d.now_ms, d.now_ms + 90_000)
+    d.reload()
+    assert {gid: _persisted(d.coordinator.group(gid)) for gid in ("g", "s")} == before
+    assert {gid: d.coordinator.offsets(gid) for gid in ("g", "s")} == offsets
+    assert isinstance(d.coordinator.group("g").state_timestamp_ms, int)
