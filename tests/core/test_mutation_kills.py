@@ -1068,3 +1068,94 @@ def test_a_reload_gives_back_the_groups_and_offsets_the_records_hold():
     assert {gid: _persisted(d.coordinator.group(gid)) for gid in ("g", "s")} == before
     assert {gid: d.coordinator.offsets(gid) for gid in ("g", "s")} == offsets
     assert isinstance(d.coordinator.group("g").state_timestamp_ms, int)
+
+
+def test_delete_groups_answers_every_group_in_order_and_tombstones_their_offsets():
+    from groupcoord.core import commands as c
+    from groupcoord.core import events as ev
+    from groupcoord.core.errors import Error
+    from groupcoord.core.partitioning import partition_for
+
+    d = _driver(offsets_topic_num_partitions=3)
+    on = {p: [g for g in map(str, range(200)) if partition_for(g, 3) == p] for p in range(3)}
+    gone, loading, here = on[0][0], on[1][0], on[2][0]
+    _commit(d, here, offsets=(("t", 0, 1), ("u", 2, 3)))
+    d.dispatch(ev.UnloadPartition(now_ms=0, partition=0))
+    d.dispatch(ev.UnloadPartition(now_ms=0, partition=1))
+    d.dispatch(ev.LoadPartition(now_ms=0, partition=1, loading=True))
+    fetch = ev.OffsetFetch(request_id="fetch", now_ms=0, version=8,
+                           groups=tuple(ev.FetchGroup(g) for g in (gone, loading, here)))
+    d.dispatch(fetch)
+    assert d.responses["fetch"].groups[:2] == (c.FetchedGroup(gone, (), Error.NOT_COORDINATOR),
+                                               c.FetchedGroup(loading, (), Error.COORDINATOR_LOAD_IN_PROGRESS))
+    assert len(d.responses["fetch"].groups[2].topics) == 2
+    d.dispatch(ev.DeleteGroups(request_id="del", now_ms=0, version=2, groups_names=(None, gone, loading, here)))
+    assert d.responses["del"] == c.DeleteGroupsResponse((
+        c.DeletableGroupResult(None, Error.INVALID_GROUP_ID), c.DeletableGroupResult(gone, Error.NOT_COORDINATOR),
+        c.DeletableGroupResult(loading, Error.COORDINATOR_LOAD_IN_PROGRESS), c.DeletableGroupResult(here, Error.NONE)))
+    # Kafka's records for a deletion: a tombstone per offset, then the group's
+    assert d.storage.records(2)[-3:] == (c.OffsetTombstone(here, "t", 0), c.OffsetTombstone(here, "u", 2),
+                                         c.GroupTombstone(here))
+    d.reload()
+    assert d.coordinator.group(here) is None and d.coordinator.offsets(here) == {}
+
+
+def test_offset_fetch_answers_an_invalid_group_id_and_goes_on():
+    from groupcoord.core import commands as c
+    from groupcoord.core import events as ev
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    _commit(d, "s")
+    d.dispatch(ev.OffsetFetch(request_id="f", now_ms=0, version=8, groups=(ev.FetchGroup(None), ev.FetchGroup("s"))))
+    assert d.responses["f"] == c.OffsetFetchResponse((
+        c.FetchedGroup(None, (), Error.INVALID_GROUP_ID),
+        c.FetchedGroup("s", (c.FetchedTopic("t", (c.FetchedPartition(0, 5, -1, ""),)),))))
+
+
+@pytest.mark.parametrize("generation, member, instance, error", [
+    (-1, "", "i", "FENCED_INSTANCE_ID"),  # an instance id alone is validated (it maps to another member)
+    (-1, "", "nobody", "UNKNOWN_MEMBER_ID"),
+    (-1, "<member>", None, "ILLEGAL_GENERATION"),  # a member id alone is validated, then the generation
+    (-1, "", None, "UNKNOWN_MEMBER_ID"),  # neither: only an Empty group takes it
+    (0, "<member>", None, "ILLEGAL_GENERATION"),
+])
+def test_offset_commit_validation_in_a_stable_group(generation, member, instance, error):
+    """ClassicGroup.validateOffsetCommit: a generation >= 0, a member id or an instance id each
+    make the commit a member's, validated as such."""
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    _, [mid], _ = _stable(d, instance="i")
+    request = d.send("OffsetCommit", {"group_id": "g", "generation_id_or_member_epoch": generation,
+                                      "member_id": mid if member == "<member>" else member,
+                                      "group_instance_id": instance,
+                                      "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1}]}]},
+                     version=8)
+    assert d.responses[request].topics[0].partitions[0].error_code is Error[error]
+
+
+def test_an_empty_group_takes_a_commit_of_generation_minus_one_only():
+    """validateOffsetCommit: generation -1 commits to an Empty group; generation 0 with no member
+    id is a member's commit, and there is no such member."""
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    _commit(d, "s")
+    assert d.responses[_commit(d, "s", generation=-1)].topics[0].partitions[0].error_code is Error.NONE
+    assert d.responses[_commit(d, "s", generation=0)].topics[0].partitions[0].error_code is Error.UNKNOWN_MEMBER_ID
+
+
+def test_a_plain_fetch_does_not_see_a_new_offset_whose_commit_and_deletion_are_both_in_flight():
+    """Reads see committed offsets (D3): a key committed and then deleted, both writes in flight,
+    was never committed."""
+    from groupcoord.core import events as ev
+
+    d = _driver()
+    _commit(d, "s", offsets=(("t", 0, 1),))
+    d.hold_writes()
+    _commit(d, "s", offsets=(("x", 0, 9),))
+    d.send("OffsetDelete", {"group_id": "s", "topics": [{"name": "x", "partitions": [{"partition_index": 0}]}]},
+           version=0)
+    d.dispatch(ev.OffsetFetch(request_id="f", now_ms=0, version=8, groups=(ev.FetchGroup("s"),)))
+    assert [t.name for t in d.responses["f"].groups[0].topics] == ["t"]
