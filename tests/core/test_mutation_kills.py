@@ -1159,3 +1159,22 @@ def test_a_plain_fetch_does_not_see_a_new_offset_whose_commit_and_deletion_are_b
            version=0)
     d.dispatch(ev.OffsetFetch(request_id="f", now_ms=0, version=8, groups=(ev.FetchGroup("s"),)))
     assert [t.name for t in d.responses["f"].groups[0].topics] == ["t"]
+
+
+def test_a_require_stable_fetch_reads_the_latest_offsets_and_waits_for_their_write():
+    """D11 (Kafka: a write operation reading the latest state): require_stable during an
+    in-flight commit answers with that commit's offset once it is written; a plain fetch reads
+    the committed one at once."""
+    from groupcoord.core import events as ev
+
+    d = _driver()
+    _commit(d, "s", offsets=(("t", 0, 5),))
+    d.hold_writes()
+    _commit(d, "s", offsets=(("t", 0, 9),))
+    d.dispatch(ev.OffsetFetch(request_id="plain", now_ms=0, version=8, groups=(ev.FetchGroup("s"),)))
+    d.dispatch(ev.OffsetFetch(request_id="stable", now_ms=0, version=8, groups=(ev.FetchGroup("s"),),
+                              require_stable=True))
+    assert d.responses["plain"].groups[0].topics[0].partitions[0].committed_offset == 5
+    assert "stable" not in d.responses
+    d.release_writes()
+    assert d.responses["stable"].groups[0].topics[0].partitions[0].committed_offset == 9
