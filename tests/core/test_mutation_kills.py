@@ -1178,3 +1178,148 @@ def test_a_require_stable_fetch_reads_the_latest_offsets_and_waits_for_their_wri
     assert "stable" not in d.responses
     d.release_writes()
     assert d.responses["stable"].groups[0].topics[0].partitions[0].committed_offset == 9
+
+
+def _offsets_seen(d, request_id):
+    """A plain OffsetFetch of group s, as {(topic, partition): offset}."""
+    from groupcoord.core import events as ev
+
+    d.dispatch(ev.OffsetFetch(request_id=request_id, now_ms=d.now_ms, version=8, groups=(ev.FetchGroup("s"),)))
+    return {(t.name, p.partition_index): p.committed_offset for t in d.responses[request_id].groups[0].topics
+            for p in t.partitions}
+
+
+def _latest(d):
+    return {key: entry.offset for key, entry in d.coordinator.offsets("s").items()}
+
+
+@pytest.mark.parametrize("first, second, committed, latest", [
+    # committed view (a plain fetch) after each outcome; latest offsets (what operations see) after each
+    (None, None, ({("t", 0): 6, ("t", 1): 1}, {("t", 0): 7, ("t", 1): 1, ("t", 2): 2}),
+     ({("t", 0): 7, ("t", 1): 1, ("t", 2): 2},) * 2),
+    (None, "fail", ({("t", 0): 6, ("t", 1): 1},) * 2,
+     ({("t", 0): 7, ("t", 1): 1, ("t", 2): 2}, {("t", 0): 6, ("t", 1): 1})),
+    ("fail", None, ({("t", 0): 5}, {("t", 0): 7, ("t", 2): 2}), ({("t", 0): 7, ("t", 2): 2},) * 2),
+    ("fail", "fail", ({("t", 0): 5},) * 2, ({("t", 0): 7, ("t", 2): 2}, {("t", 0): 5})),
+])
+def test_two_commits_in_flight_on_one_key_settle_one_by_one(first, second, committed, latest):
+    """D3/D6: commits change the offsets operations see at once and readers see the committed
+    ones; each write's outcome stands alone: a failed write reverts its offsets to the committed
+    value when no other write of the key is in flight, and otherwise only where it is still the
+    latest."""
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    _commit(d, "s", offsets=(("t", 0, 5),))
+    d.hold_writes()
+    _commit(d, "s", offsets=(("t", 0, 6), ("t", 1, 1)))
+    _commit(d, "s", offsets=(("t", 0, 7), ("t", 2, 2)))
+    w1, w2 = d.in_flight
+    assert _offsets_seen(d, "before") == {("t", 0): 5}
+    for n, (write, outcome) in enumerate(((w1, first), (w2, second))):
+        _settle(d, write, Error.NOT_LEADER_OR_FOLLOWER if outcome else None)
+        assert (_offsets_seen(d, n), _latest(d)) == (committed[n], latest[n])
+    assert d.coordinator.snapshot().committed_offsets == {}  # nothing left in flight
+
+
+def test_a_failed_commit_of_one_key_twice_reverts_to_the_committed_value():
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    _commit(d, "s", offsets=(("t", 0, 5),))
+    d.fail_next_write(Error.NOT_LEADER_OR_FOLLOWER)
+    _commit(d, "s", offsets=(("t", 0, 6), ("t", 0, 7)))
+    assert _latest(d) == {("t", 0): 5} and _offsets_seen(d, "f") == {("t", 0): 5}
+
+
+def _delete_offset(d, topic="t", partition=0):
+    return d.send("OffsetDelete", {"group_id": "s", "topics": [{"name": topic, "partitions": [
+        {"partition_index": partition}]}]}, version=0)
+
+
+def test_a_failed_deletion_keeps_a_later_commit_of_its_key():
+    """An offset deleted, then committed again, both in flight; the deletion fails: the later
+    commit's offset stays (it is still in flight and is the latest change of the key)."""
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    _commit(d, "s", offsets=(("t", 0, 5),))
+    d.hold_writes()
+    _delete_offset(d)
+    _commit(d, "s", offsets=(("t", 0, 8),))
+    deletion, commit = d.in_flight
+    _settle(d, deletion, Error.NOT_LEADER_OR_FOLLOWER)
+    assert _latest(d) == {("t", 0): 8} and _offsets_seen(d, "f1") == {("t", 0): 5}
+    _settle(d, commit)
+    assert _latest(d) == {("t", 0): 8} and _offsets_seen(d, "f2") == {("t", 0): 8}
+
+
+def test_a_failed_first_commit_of_a_key_deleted_meanwhile_leaves_it_absent():
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    _commit(d, "s", offsets=(("t", 0, 5),))
+    d.hold_writes()
+    _commit(d, "s", offsets=(("x", 0, 1),))
+    _delete_offset(d, "x")
+    commit, deletion = d.in_flight
+    _settle(d, commit, Error.NOT_LEADER_OR_FOLLOWER)
+    assert _latest(d) == {("t", 0): 5}
+    _settle(d, deletion)
+    assert _latest(d) == {("t", 0): 5} and _offsets_seen(d, "f") == {("t", 0): 5}
+
+
+def test_a_replaced_static_member_is_no_new_member_and_keeps_its_parked_join():
+    """§6: the member replacing a static member has isNew = false: a parked JoinGroup counts as
+    its heartbeat, so it outlives its session while the join phase lasts."""
+    from groupcoord.core.errors import Error
+
+    d = _driver(group_initial_rebalance_delay_ms=20_000)
+    first = _join(d, instance="i", session=6_000, rebalance=60_000)
+    d.advance(1_000)
+    second = _join(d, instance="i", session=6_000, rebalance=60_000)
+    assert d.responses[first].error_code is Error.FENCED_INSTANCE_ID
+    d.advance(10_000)  # past its session, before the join phase ends
+    assert len(d.coordinator.group("g").members) == 1
+    d.advance(10_000)
+    assert d.responses[second].error_code is Error.NONE and d.responses[second].generation_id == 1
+
+
+def test_the_member_replacing_a_static_member_expires_with_its_session():
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    _stable(d, instance="i")
+    rejoin = _join(d, instance="i", session=10_000)
+    assert d.responses[rejoin].error_code is Error.NONE
+    new = d.responses[rejoin].member_id
+    d.advance(9_999)
+    assert new in d.coordinator.group("g").members
+    d.advance(1)
+    assert d.coordinator.group("g").members == {}
+
+
+def test_leaving_cancels_the_heartbeat_of_each_member_and_pending_member_that_leaves():
+    from groupcoord.core import commands as c
+    from groupcoord.core import events as ev
+
+    d = _driver()
+    _, [member], _ = _stable(d)
+    pending = d.responses[_join(d, version=4)].member_id
+    out = d.dispatch(ev.LeaveGroup(request_id="leave", now_ms=d.now_ms, version=3, group_id="g",
+                                   members=(ev.MemberIdentity(pending), ev.MemberIdentity(member))))
+    cancelled = [cmd.key for cmd in out if isinstance(cmd, c.CancelTimer) and isinstance(cmd.key, c.HeartbeatTimer)]
+    assert cancelled == [c.HeartbeatTimer(0, "g", pending), c.HeartbeatTimer(0, "g", member)]
+
+
+def test_an_offset_refused_for_its_metadata_does_not_stop_the_rest_of_its_topic():
+    from groupcoord.core import commands as c
+    from groupcoord.core import events as ev
+    from groupcoord.core.errors import Error
+
+    d = _driver(offset_metadata_max_bytes=2)
+    d.dispatch(ev.OffsetCommit(request_id="oc", now_ms=0, version=8, group_id="s", topics=(
+        ("t", (ev.CommitPartition(0, 1, -1, "long"), ev.CommitPartition(1, 2, -1, "ok"))),)))
+    assert d.responses["oc"] == c.OffsetCommitResponse((c.TopicResult("t", (
+        c.PartitionResult(0, Error.OFFSET_METADATA_TOO_LARGE), c.PartitionResult(1, Error.NONE))),))
+    assert set(d.coordinator.offsets("s")) == {("t", 1)}
