@@ -1323,3 +1323,143 @@ def test_an_offset_refused_for_its_metadata_does_not_stop_the_rest_of_its_topic(
     assert d.responses["oc"] == c.OffsetCommitResponse((c.TopicResult("t", (
         c.PartitionResult(0, Error.OFFSET_METADATA_TOO_LARGE), c.PartitionResult(1, Error.NONE))),))
     assert set(d.coordinator.offsets("s")) == {("t", 1)}
+
+
+# ------------------------------------------------------------------ joining and syncing
+
+def test_a_pending_member_refused_for_the_group_size_is_no_longer_pending():
+    """acceptJoiningMember: the refused id is removed as a member and as a pending id (ref §3.1
+    step 2), so the next join phase does not wait for it."""
+    from groupcoord.core.errors import Error
+
+    d = _driver(group_max_size=1)
+    pending = d.responses[_join(d, version=4)].member_id  # while the group is Empty
+    first = _join(d, version=3)
+    refused = _join(d, member_id=pending, version=4)
+    assert d.responses[refused].error_code is Error.GROUP_MAX_SIZE_REACHED
+    assert d.coordinator.group("g").pending_members == frozenset()
+    d.advance(3_000)
+    assert d.responses[first].error_code is Error.NONE
+
+
+def test_a_rejoin_updates_the_members_rebalance_timeout():
+    """updateMember: the rejoining member's timeouts replace its old ones; the join phase then
+    lasts the group's (largest) rebalance timeout."""
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    joins = [_join(d, version=3, session=100_000, rebalance=20_000) for _ in range(2)]
+    while not all(j in d.responses for j in joins):
+        d.advance(3_000)
+    leader, follower = (d.responses[j] for j in joins)
+    _sync(d, follower.member_id, 1)
+    _sync(d, leader.member_id, 1, assignments=[(leader.member_id, b"x"), (follower.member_id, b"y")])
+    rejoin = _join(d, member_id=leader.member_id, version=3, session=100_000, rebalance=40_000)
+    d.advance(30_000)  # past the old rebalance timeout: the follower has not rejoined, the phase goes on
+    assert rejoin not in d.responses
+    d.advance(10_000)
+    assert d.responses[rejoin].error_code is Error.NONE and d.responses[rejoin].generation_id == 2
+
+
+def test_a_member_the_leader_leaves_out_gets_an_empty_assignment():
+    """The leader's assignment covers members it lists; the others get empty bytes (Kafka:
+    assignment.getOrDefault(memberId, new byte[0]))."""
+    from groupcoord.core import commands as c
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    joins = [_join(d, version=3) for _ in range(2)]
+    while not all(j in d.responses for j in joins):
+        d.advance(3_000)
+    leader, follower = (d.responses[j] for j in joins)
+    parked = _sync(d, follower.member_id, 1)
+    _sync(d, leader.member_id, 1, assignments=[(leader.member_id, b"x")])
+    assert d.responses[parked] == c.SyncGroupResponse(error_code=Error.NONE, protocol_type="consumer",
+                                                      protocol_name="range", assignment=b"")
+    assert d.coordinator.group("g").members[follower.member_id].assignment == b""
+    # the record holds the time of the generation (here the join phase ended when the leader synced)
+    record = d.storage.records(0)[-1]
+    assert isinstance(record, c.GroupMetadataRecord) and record.current_state_timestamp_ms == d.now_ms > 0
+
+
+def test_a_failed_assignment_write_answers_with_no_assignment_and_rebalances():
+    """resetAndPropagateAssignmentWithError: every member's assignment is cleared and each parked
+    SyncGroup gets the error with empty bytes, even members that held the last generation's."""
+    from groupcoord.core import commands as c
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    _, [leader, follower], _ = _stable(d, members=2)
+    again = [_join(d, member_id=m, version=3) for m in (leader, follower)]
+    assert all(d.responses[j].generation_id == 2 for j in again)
+    parked = _sync(d, follower, 2)
+    d.fail_next_write(Error.NOT_LEADER_OR_FOLLOWER)
+    failed = _sync(d, leader, 2, assignments=[(leader, b"new"), (follower, b"new")])
+    expected = c.SyncGroupResponse(error_code=Error.NOT_COORDINATOR, assignment=b"")
+    assert d.responses[parked] == expected and d.responses[failed] == expected
+    group = d.coordinator.group("g")
+    assert group.state.value == "PreparingRebalance"
+    assert all(m.assignment == b"" for m in group.members.values())
+
+
+def _commands(d, act):
+    """The commands the coordinator emitted while ``act()`` ran."""
+    seen = []
+    d.observer = lambda event, commands: seen.extend(commands)
+    try:
+        act()
+    finally:
+        d.observer = None
+    return seen
+
+
+def test_the_last_sync_cancels_the_sync_timer_and_its_expiry_cancels_the_heartbeats_of_those_it_removes():
+    from groupcoord.core import commands as c
+
+    d = _driver()
+    joins = [_join(d, version=3, session=100_000) for _ in range(3)]
+    while not all(j in d.responses for j in joins):
+        d.advance(3_000)
+    a, b, late = (d.responses[j] for j in joins)
+    out = _commands(d, lambda: _sync(d, b.member_id, 1))
+    assert c.CancelTimer(c.SyncTimer(0, "g")) not in out  # two members have not synced
+    _sync(d, a.member_id, 1, assignments=[(a.member_id, b""), (b.member_id, b"")])
+    out = _commands(d, lambda: d.advance(20_000))  # the sync timeout (the rebalance timeout)
+    assert c.CancelTimer(c.HeartbeatTimer(0, "g", late.member_id)) in out
+    assert late.member_id not in d.coordinator.group("g").members
+
+    d = _driver()
+    joins = [_join(d, version=3) for _ in range(2)]
+    while not all(j in d.responses for j in joins):
+        d.advance(3_000)
+    leader, follower = (d.responses[j] for j in joins)
+    _sync(d, follower.member_id, 1)
+    out = _commands(d, lambda: _sync(d, leader.member_id, 1))
+    assert c.CancelTimer(c.SyncTimer(0, "g")) in out
+
+
+def test_the_leader_gets_every_members_metadata_for_the_chosen_protocol():
+    from groupcoord.core import commands as c
+
+    d = _driver()
+    first = _join(d, version=3, protocols=(("range", b"r1"), ("rr", b"x1")))
+    second = _join(d, version=5, instance="i", protocols=(("range", b"r2"),))
+    while first not in d.responses or second not in d.responses:
+        d.advance(3_000)
+    leader = d.responses[first]
+    assert leader.protocol_name == "range"
+    assert leader.members == (c.JoinGroupResponseMember(leader.member_id, None, b"r1"),
+                              c.JoinGroupResponseMember(d.responses[second].member_id, "i", b"r2"))
+    assert d.responses[second].members == ()
+
+
+def test_the_initial_delay_extends_while_any_rebalance_time_remains():
+    """InitialDelayedJoin: a member added during the delay extends it by min(delay, remaining),
+    even when only 1 ms of the rebalance timeout remains."""
+    d = _driver()
+    first = _join(d, version=3, rebalance=3_001)
+    second = _join(d, version=3, rebalance=3_001)
+    d.advance(3_000)
+    assert first not in d.responses and second not in d.responses
+    d.advance(1)
+    assert d.responses[first].generation_id == 1 and d.responses[second].generation_id == 1
