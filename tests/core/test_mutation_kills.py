@@ -1463,3 +1463,17 @@ def test_the_initial_delay_extends_while_any_rebalance_time_remains():
     assert first not in d.responses and second not in d.responses
     d.advance(1)
     assert d.responses[first].generation_id == 1 and d.responses[second].generation_id == 1
+
+
+def test_the_initial_delay_extends_again_for_a_member_added_during_an_extension():
+    d = _driver()
+    joins = [_join(d, version=3)]
+    d.advance(1_000)
+    joins.append(_join(d, version=3))
+    d.advance(2_000)  # 3 s: the delay is extended (to 6 s) for the member added at 1 s
+    d.advance(1_000)
+    joins.append(_join(d, version=3))
+    d.advance(2_000)  # 6 s: extended again, for the member added at 4 s
+    assert not any(j in d.responses for j in joins)
+    d.advance(3_000)
+    assert all(d.responses[j].generation_id == 1 for j in joins)
