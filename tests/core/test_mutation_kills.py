@@ -1477,3 +1477,68 @@ def test_the_initial_delay_extends_again_for_a_member_added_during_an_extension(
     assert not any(j in d.responses for j in joins)
     d.advance(3_000)
     assert all(d.responses[j].generation_id == 1 for j in joins)
+
+
+def test_errors_parse_from_their_kafka_name_or_number_only():
+    from groupcoord.core.errors import Error
+
+    assert Error.parse(16) is Error.NOT_COORDINATOR and Error.parse(-1) is Error.UNKNOWN_SERVER_ERROR
+    assert Error.parse("NOT_COORDINATOR") is Error.NOT_COORDINATOR and Error.parse(Error.NONE) is Error.NONE
+    for bad, message in ((True, "not a Kafka error: True"), ("nope", "not a Kafka error: 'nope'"),
+                         (2.0, "not a Kafka error: 2.0")):
+        with pytest.raises(ValueError) as e:
+            Error.parse(bad)
+        assert str(e.value) == message
+    with pytest.raises(ValueError):
+        Error.parse(999)
+
+
+def test_join_completion_cancels_the_join_timer_and_the_heartbeats_of_members_it_drops():
+    """completeClassicGroupJoin: the join timer is cancelled, and each dynamic member that did
+    not rejoin is removed with its heartbeat cancelled."""
+    from groupcoord.core import commands as c
+
+    d = _driver()
+    joins = [_join(d, version=3, session=100_000) for _ in range(2)]
+    while not all(j in d.responses for j in joins):
+        d.advance(3_000)
+    leader, follower = (d.responses[j].member_id for j in joins)
+    _sync(d, follower, 1)
+    _sync(d, leader, 1, assignments=[(leader, b""), (follower, b"")])
+    rejoin = _join(d, member_id=leader, version=3, session=100_000)
+    out = _commands(d, lambda: d.advance(20_000))  # the rebalance timeout: the follower did not rejoin
+    assert d.responses[rejoin].generation_id == 2
+    assert c.CancelTimer(c.JoinTimer(0, "g")) in out
+    assert c.CancelTimer(c.HeartbeatTimer(0, "g", follower)) in out
+    assert list(d.coordinator.group("g").members) == [leader]
+
+
+def test_with_nobody_rejoined_the_join_timer_is_rearmed_for_at_least_a_millisecond():
+    """D14: only static members that did not rejoin, with a 0 ms rebalance timeout: the join
+    timer is re-armed for 1 ms, not 0 (a group loaded over group.max.size rebalances at once)."""
+    from groupcoord.core import commands as c
+    from groupcoord.core import events as ev
+    from groupcoord.core.config import CoordinatorConfig
+    from groupcoord.core.coordinator import Coordinator
+
+    members = tuple(c.MemberRecord(f"{i}-m", i, "c", "/h", 0, 30_000, b"", b"") for i in ("a", "b"))
+    coordinator = Coordinator(CoordinatorConfig(offsets_topic_num_partitions=1, group_max_size=1))
+    out = coordinator.handle(ev.LoadPartition(now_ms=100, partition=0, records=(_record(members=members),)))
+    assert c.SetTimer(c.JoinTimer(0, "g"), 100) in out  # the rebalance timeout is 0 ms
+    out = coordinator.handle(ev.TimerFired(now_ms=100, key=c.JoinTimer(0, "g")))
+    assert out == [c.CancelTimer(c.JoinTimer(0, "g")), c.SetTimer(c.JoinTimer(0, "g"), 101)]
+
+
+def test_a_group_emptied_by_its_join_phase_keeps_its_state_time_on_reload():
+    """The empty GroupMetadata record written when a join phase ends with no members carries the
+    time the group became Empty; offsets then expire from that time (§5.3)."""
+    d = _driver()
+    _, [member], _ = _stable(d)
+    d.advance(5_000)
+    d.send("LeaveGroup", {"group_id": "g", "members": [{"member_id": member}]}, version=3)
+    emptied = d.now_ms
+    group = d.coordinator.group("g")
+    assert group.state.value == "Empty" and group.state_timestamp_ms == emptied
+    d.advance(1_000)
+    d.reload()
+    assert d.coordinator.group("g").state_timestamp_ms == emptied
