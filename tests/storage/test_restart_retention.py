@@ -187,16 +187,17 @@ def test_delete_groups_tombstones_survive_a_restart_and_later_commits_count(tmp_
 
 
 def test_serve_restarts_keep_explicit_expiry_on_the_real_clock(tmp_path):
-    """``groupcoord serve`` processes, the real clock: an offset committed with 6 s of retention
-    survives a SIGKILL and restart, then disappears once its expiry passed, and stays gone."""
+    """``groupcoord serve`` processes, the real clock: offsets survive a SIGKILL and restart;
+    the one committed with 6 s of retention then disappears once its expiry passed, and stays
+    gone, while the one committed with an hour of retention stays."""
     args = ("--data-dir", str(tmp_path), "--offsets.retention.check.interval.ms", "200")
 
-    async def commit(port):
+    async def commit(port, partition, offset, retention_time_ms):
         client = await KafkaClient.connect("127.0.0.1", port)
         try:
             r = await client.request(8, {"group_id": "real", "generation_id_or_member_epoch": -1, "member_id": "",
-                                         "retention_time_ms": 6_000, "topics": [{"name": "t6", "partitions": [
-                                             {"partition_index": 0, "committed_offset": 11,
+                                         "retention_time_ms": retention_time_ms, "topics": [{"name": "t6", "partitions": [
+                                             {"partition_index": partition, "committed_offset": offset,
                                               "committed_metadata": ""}]}]}, 2)
             return r["topics"][0]["partitions"][0]["error_code"]
         finally:
@@ -205,28 +206,29 @@ def test_serve_restarts_keep_explicit_expiry_on_the_real_clock(tmp_path):
     async def fetch(port):
         client = await KafkaClient.connect("127.0.0.1", port)
         try:
-            r = await client.request(9, {"group_id": "real", "topics": [{"name": "t6", "partition_indexes": [0]}]}, 1)
-            return r["topics"][0]["partitions"][0]["committed_offset"]
+            r = await client.request(9, {"group_id": "real", "topics": [{"name": "t6", "partition_indexes": [0, 1]}]}, 1)
+            return {p["partition_index"]: p["committed_offset"] for p in r["topics"][0]["partitions"]}
         finally:
             await client.close()
 
     server = ServerProcess(*args)
-    committed_at = time.time()
     try:
-        assert asyncio.run(commit(server.port)) == 0
+        assert asyncio.run(commit(server.port, 1, 22, 3_600_000)) == 0  # outlives the test: checked unconditionally
+        committed_at = time.time()
+        assert asyncio.run(commit(server.port, 0, 11, 6_000)) == 0
     finally:
         server.signal(signal.SIGKILL)
         server.proc.wait(10)
     server = ServerProcess(*args)
     try:
-        if time.time() - committed_at < 5:  # (a slow machine may take longer to restart)
-            assert asyncio.run(fetch(server.port)) == 11
-        wait_until(lambda: asyncio.run(fetch(server.port)) == -1, 30, "the offset to expire")
+        assert asyncio.run(fetch(server.port))[1] == 22
+        wait_until(lambda: asyncio.run(fetch(server.port))[0] == -1, 30, "the offset to expire")
         assert time.time() - committed_at >= 6 - 0.1
+        assert asyncio.run(fetch(server.port))[1] == 22
     finally:
         assert server.stop() == 0
     server = ServerProcess(*args)
     try:
-        assert asyncio.run(fetch(server.port)) == -1
+        assert asyncio.run(fetch(server.port)) == {0: -1, 1: 22}
     finally:
         assert server.stop() == 0
