@@ -118,6 +118,16 @@ class InitialDelay:
 # --- stored records (the values of Kafka's __consumer_offsets records) ------------------
 
 
+def _group_key(record) -> tuple:
+    """A group's key in the offsets topic: its metadata record and its tombstone share it."""
+    return ("group", record.group_id)
+
+
+def _offset_key(record) -> tuple:
+    """An offset's key in the offsets topic: its commit record and its tombstone share it."""
+    return ("offset", record.group_id, record.topic, record.partition)
+
+
 @frozen
 class MemberRecord:
     member_id: str
@@ -140,18 +150,14 @@ class GroupMetadataRecord:
     current_state_timestamp_ms: int
     members: tuple[MemberRecord, ...] = ()
 
-    @property
-    def key(self) -> tuple:
-        return ("group", self.group_id)
+    key = property(_group_key)
 
 
 @frozen
 class GroupTombstone:
     group_id: str
 
-    @property
-    def key(self) -> tuple:
-        return ("group", self.group_id)
+    key = property(_group_key)
 
 
 @frozen
@@ -165,9 +171,7 @@ class OffsetCommitRecord:
     commit_timestamp_ms: int
     expire_timestamp_ms: int | None = None
 
-    @property
-    def key(self) -> tuple:
-        return ("offset", self.group_id, self.topic, self.partition)
+    key = property(_offset_key)
 
 
 @frozen
@@ -176,9 +180,7 @@ class OffsetTombstone:
     topic: str
     partition: int
 
-    @property
-    def key(self) -> tuple:
-        return ("offset", self.group_id, self.topic, self.partition)
+    key = property(_offset_key)
 
 
 RECORD_TYPES = (GroupMetadataRecord, GroupTombstone, OffsetCommitRecord, OffsetTombstone)

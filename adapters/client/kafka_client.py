@@ -142,16 +142,21 @@ class KafkaClient:
 
     async def close(self) -> None:
         if self._reader_task is not None:
-            self._reader_task.cancel()
-            try:
-                await self._reader_task
-            except BaseException:
-                pass
+            await cancel_and_wait(self._reader_task)
         self._writer.close()
         try:
             await self._writer.wait_closed()
         except (ConnectionError, OSError):
             pass
+
+
+async def cancel_and_wait(task: asyncio.Task) -> None:
+    """Cancels ``task`` and waits until it has ended, however it ends."""
+    task.cancel()
+    try:
+        await task
+    except BaseException:
+        pass
 
 
 def parse_bootstrap(text: str) -> list[tuple[str, int]]:

@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from groupcoord.adapters.protocol import schema
-from groupcoord.core.config import ConfigError, CoordinatorConfig
+from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.errors import Error
 
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.wire.broker_apis import TopicCatalog
-from groupcoord.adapters.conformance.scenarios import (SCENARIO_BASE_CONFIG, Result, ScenarioFailure, decode_bytes, hexed, Runner, read_scenario,
-                          run_steps)
+from groupcoord.adapters.conformance.scenarios import (Result, ScenarioFailure, hexed, Runner, read_scenario, run_steps,
+                          scenario_config)
 from groupcoord.adapters.wire.server import GroupServer, ManualClock
 from groupcoord.adapters.storage.memory import MemoryStorage
 
@@ -48,9 +48,9 @@ class _LoopThread:
     def run(self, coro, timeout: float = 30) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
-    def call(self, fn: Callable[[], Any], timeout: float = 30) -> Any:
+    def call(self, fn: Callable[..., Any], *args: Any, timeout: float = 30) -> Any:
         async def wrapper():
-            return fn()
+            return fn(*args)
         return self.run(wrapper(), timeout)
 
     def close(self) -> None:
@@ -109,19 +109,16 @@ class _WireDriver:
         return self.runner.server.config
 
     def advance(self, ms: int) -> None:
-        server = self.runner.server
-        self.runner.host.call(lambda: server.advance(ms))
+        self.runner.host.call(self.runner.server.advance, ms)
 
     def hold_writes(self) -> None:
         self.runner.host.call(self.runner.server.hold_writes)
 
     def release_writes(self, error: Error | None = None) -> None:
-        server = self.runner.server
-        self.runner.host.call(lambda: server.release_writes(error))
+        self.runner.host.call(self.runner.server.release_writes, error)
 
     def fail_next_write(self, error: Error) -> None:
-        server = self.runner.server
-        self.runner.host.call(lambda: server.fail_next_write(error))
+        self.runner.host.call(self.runner.server.fail_next_write, error)
 
     def unload(self) -> None:
         self.runner.host.call(self.runner.server.unload_all)
@@ -141,13 +138,7 @@ class _WireRunner(Runner):
         self.correlation = 0
 
     def start(self, config: dict, topics: dict | None) -> None:
-        try:
-            cfg = CoordinatorConfig.from_kafka(config, base=SCENARIO_BASE_CONFIG)
-        except ConfigError as e:
-            raise ScenarioFailure(f"bad config: {e}") from None
-        if topics is not None and not (isinstance(topics, dict) and all(
-                isinstance(k, str) and isinstance(v, int) and v > 0 for k, v in topics.items())):
-            raise ScenarioFailure("topics must map topic names to partition counts")
+        cfg = scenario_config(config, topics)
         catalog = TopicCatalog(dict(topics)) if topics is not None else TopicCatalog(open=True)
         self.server = self.host.call(lambda: GroupServer(
             cfg, catalog, host="127.0.0.1", port=0, clock=ManualClock(0), storage=MemoryStorage(),
@@ -167,14 +158,7 @@ class _WireRunner(Runner):
     # --- send ------------------------------------------------------------------------------
 
     def _send(self, step: dict) -> None:
-        self._check_keys(step, {"send", "as", "version", "client_id", "client_host", "request"})
-        api, name = step["send"], step.get("as")
-        if api not in schema.SUPPORTED_VERSIONS:
-            raise ScenarioFailure(f"unknown API {api!r}")
-        if not isinstance(name, str) or name in self.sent:
-            raise ScenarioFailure(f"'as' must be a new name, got {name!r}")
-        version = step.get("version", schema.SUPPORTED_VERSIONS[api][1])
-        body = decode_bytes(api, version, self._substitute(step.get("request", {})))
+        api, name, version, body = self._read_send(step)
         try:
             fields = schema.request_with_defaults(api, version, body)
         except schema.SchemaError as e:

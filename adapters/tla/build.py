@@ -17,14 +17,7 @@ from groupcoord.core.commands import (
     MemberRecord,
     Respond,
 )
-from groupcoord.core.continuations import (
-    AfterEmptyGroup,
-    AfterNewGroup,
-    AfterStaticReplace,
-    AfterSync,
-    DeleteResult,
-    RestoreGroup,
-)
+from groupcoord.core import continuations as cont
 from groupcoord.core.errors import Error
 from groupcoord.core import CoordinatorState, Group, Member, Parked, PendingWrite, assemble_group
 from groupcoord.core.states import GroupState
@@ -158,33 +151,34 @@ def _build_callback(cb, s, mem, core_id, write_id, deletes, alpha):
     k = cb["k"]
     if k == "sync":
         asg = cb["asg"] if isinstance(cb["asg"], dict) else {}
-        return AfterSync(GROUP, cb["gen"], tuple((core_id(m), sbytes(b)) for m, b in asg.items()))
+        return cont.AfterSync(GROUP, cb["gen"], tuple((core_id(m), sbytes(b)) for m, b in asg.items()))
     if k == "static_replace":
         new = cb["new"]
         parked = isinstance(mem, dict) and new in mem and mem[new]["join"] == "R"
         rid = ("join", new) if parked else ("replaced", new)
         inst = Ids.name(cb["inst"])
-        return AfterStaticReplace(GROUP, inst, f"{inst}-{Ids.name(cb['old'])}", core_id(new, cb["inst"]),
-                                  core_protocols(cb["protos"]), cb["rto"], SESSION_MS,
-                                  core_id(cb["leader"]) if cb["leader"] is not None else None, rid,
-                                  9 if cb["v9"] else 5)
+        return cont.AfterStaticReplace(GROUP, inst, f"{inst}-{Ids.name(cb['old'])}", core_id(new, cb["inst"]),
+                                       core_protocols(cb["protos"]), cb["rto"], SESSION_MS,
+                                       core_id(cb["leader"]) if cb["leader"] is not None else None, rid,
+                                       9 if cb["v9"] else 5)
     if k == "new_group":
         snap = cb["snap"]
         if snap is None:
-            return AfterNewGroup(GROUP, ("created", write_id))
+            return cont.AfterNewGroup(GROUP, ("created", write_id))
         smem = snap["mem"] if isinstance(snap["mem"], dict) else {}
-        return AfterNewGroup(GROUP, ("created", write_id), _build_group(F(snap.set(state=snap["st"])), smem, core_id))
+        return cont.AfterNewGroup(GROUP, ("created", write_id),
+                                  _build_group(F(snap.set(state=snap["st"])), smem, core_id))
     if k == "empty_group":
-        return AfterEmptyGroup()
+        return cont.AfterEmptyGroup()
     if k == "restore_group":
         snap = cb["snap"]
         smem = snap["mem"] if isinstance(snap["mem"], dict) else {}
-        return RestoreGroup(GROUP, _build_group(F(snap.set(state=snap["st"])), smem, core_id))
+        return cont.RestoreGroup(GROUP, _build_group(F(snap.set(state=snap["st"])), smem, core_id))
     if k == "delete_result":
         rid = ("held", "DeleteGroups", "", write_id)
         alpha.tags[rid] = ("DeleteGroups", "")
         deletes[rid] = (frozenset({write_id}), {GROUP: Error.NONE})
-        return DeleteResult(rid, (GROUP,))
+        return cont.DeleteResult(rid, (GROUP,))
     raise ValueError(f"unknown callback {k}")
 
 

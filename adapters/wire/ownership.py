@@ -35,7 +35,7 @@ import json
 from typing import Any
 
 from groupcoord.adapters.wire import broker_apis as apis
-from groupcoord.adapters.client.kafka_client import KafkaClient, KafkaError, parse_bootstrap
+from groupcoord.adapters.client.kafka_client import KafkaClient, KafkaError, cancel_and_wait, parse_bootstrap
 
 GROUP = "groupcoord-coordinators"
 PROTOCOL_TYPE = "groupcoord"
@@ -108,11 +108,7 @@ class Ownership:
         """Unload every partition (waiting for its writes), leave the group, disconnect."""
         self._stopping = True
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except BaseException:
-                pass
+            await cancel_and_wait(self._task)
         if self._lease_timer is not None:
             self._lease_timer.cancel()
         if self.held:
