@@ -270,7 +270,7 @@ def build_server(args: argparse.Namespace, log: Any) -> "Any":
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from groupcoord.adapters.wire.server import Log
+    from groupcoord.adapters.wire.log import Log
 
     prog = getattr(args, "prog", "groupcoord serve")
     log = Log(sys.stderr, fmt=args.log_format, level=args.log_level)

@@ -31,7 +31,8 @@ from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.wire.broker_apis import TopicCatalog
 from groupcoord.adapters.conformance.scenarios import (SCENARIO_BASE_CONFIG, Result, ScenarioFailure, decode_bytes, hexed, Runner, read_scenario,
                           run_steps)
-from groupcoord.adapters.wire.server import GroupServer, ManualClock
+from groupcoord.adapters.wire.clock import ManualClock
+from groupcoord.adapters.wire.server import GroupServer
 from groupcoord.adapters.storage.memory import MemoryStorage
 
 _WAIT_S = 5.0

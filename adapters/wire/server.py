@@ -27,14 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import json
 import socket
-import sys
-import time
 import traceback
 import uuid
 from collections import deque
-from typing import Any, Callable, TextIO
+from typing import Any, Callable
 
 import attrs
 
@@ -52,6 +49,8 @@ from groupcoord.adapters.runtime.timers import TimerTable
 from groupcoord.adapters.protocol.translate import request_event, response_fields
 
 from groupcoord.adapters.wire import broker_apis as apis
+from groupcoord.adapters.wire.clock import ManualClock, RealClock
+from groupcoord.adapters.wire.log import Log, NullLog
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.storage.interface import StorageOpenError
 from groupcoord.adapters.storage.interface import Storage, StorageError
@@ -69,97 +68,6 @@ _CORE_APIS = {kc.API_KEYS[name]: name for name in
 _STATE_CHANGING = (ev.JoinGroup, ev.SyncGroup, ev.LeaveGroup)
 # Responses whose encoding is worth caching (the same value answers many requests).
 _CACHEABLE = (HeartbeatResponse, OffsetCommitResponse)
-
-
-# --- clocks ------------------------------------------------------------------------------------
-
-class RealClock:
-    """Wall-clock milliseconds that never go backwards: anchored to ``time.time()`` at start and
-    advanced by the event loop's monotonic clock, which also schedules the alarms."""
-
-    manual = False
-
-    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        self._loop = loop or asyncio.get_running_loop()
-        self._anchor_t = self._loop.time()
-        self._anchor_ms = int(time.time() * 1000)
-
-    def now_ms(self) -> int:
-        return self._anchor_ms + int((self._loop.time() - self._anchor_t) * 1000)
-
-    def call_at(self, deadline_ms: int, callback: Callable[[], None]) -> asyncio.TimerHandle:
-        when = self._anchor_t + (deadline_ms - self._anchor_ms + 0.5) / 1000
-        return self._loop.call_at(when, callback)
-
-
-class ManualClock:
-    """Time moves only when the server's ``advance`` is called (tests, the conformance runner)."""
-
-    manual = True
-
-    def __init__(self, now_ms: int = 0) -> None:
-        self._now = now_ms
-
-    def now_ms(self) -> int:
-        return self._now
-
-    def set(self, now_ms: int) -> None:
-        if now_ms < self._now:
-            raise ValueError("time cannot go backwards")
-        self._now = now_ms
-
-
-# --- structured logs ----------------------------------------------------------------------------
-
-_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
-
-
-class Log:
-    """Structured log lines on a stream: ``text`` is key=value (logfmt), ``json`` one object per
-    line. Every line has ts, level and event."""
-
-    def __init__(self, stream: TextIO | None = None, fmt: str = "text", level: str = "info") -> None:
-        self.stream = stream if stream is not None else sys.stderr
-        self.fmt = fmt
-        self.threshold = _LEVELS[level]
-
-    def enabled(self, level: str) -> bool:
-        return _LEVELS[level] >= self.threshold
-
-    def __call__(self, level: str, event: str, **fields: Any) -> None:
-        if _LEVELS[level] < self.threshold:
-            return
-        record = {"ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z",
-                  "level": level, "event": event, **fields}
-        if self.fmt == "json":
-            line = json.dumps(record, default=str, separators=(",", ":"))
-        else:
-            line = " ".join(f"{k}={_logfmt(v)}" for k, v in record.items())
-        try:
-            self.stream.write(line + "\n")
-            self.stream.flush()
-        except (OSError, ValueError):
-            pass
-
-
-def _logfmt(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    text = value if isinstance(value, str) else (json.dumps(value, default=str) if isinstance(value, (list, dict, tuple)) else str(value))
-    if text == "" or any(c in text for c in ' "=\n\t'):
-        return json.dumps(text)
-    return text
-
-
-class NullLog(Log):
-    def __init__(self) -> None:
-        super().__init__(stream=None, level="error")
-        self.threshold = 100
-
-    def __call__(self, level: str, event: str, **fields: Any) -> None:
-        return None
 
 
 # --- the server -----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from server_harness import InProcessServer
 
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.protocol import codec as kc
-from groupcoord.adapters.wire.server import Log
+from groupcoord.adapters.wire.log import Log
 from groupcoord.core.config import CoordinatorConfig
 
 CONFIG = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=10,

@@ -499,7 +499,7 @@ def test_slow_writes_hold_the_commit_and_the_results_behind_it():
 
 def test_a_failing_storage_fails_the_commit_not_the_server():
     import io as _io
-    from groupcoord.adapters.wire.server import Log
+    from groupcoord.adapters.wire.log import Log
 
     stream = _io.StringIO()
     s = InProcessServer(config=CONFIG, catalog=apis.TopicCatalog({"t6": 6}), storage=_SlowStorage(broken=True),
