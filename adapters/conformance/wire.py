@@ -32,6 +32,7 @@ from groupcoord.adapters.wire.broker_apis import TopicCatalog
 from groupcoord.adapters.conformance.scenarios import (SCENARIO_BASE_CONFIG, Result, ScenarioFailure, decode_bytes, hexed, Runner, read_scenario,
                           run_steps)
 from groupcoord.adapters.wire.clock import ManualClock
+from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.wire.server import GroupServer
 from groupcoord.adapters.storage.memory import MemoryStorage
 
@@ -150,9 +151,9 @@ class _WireRunner(Runner):
                 isinstance(k, str) and isinstance(v, int) and v > 0 for k, v in topics.items())):
             raise ScenarioFailure("topics must map topic names to partition counts")
         catalog = TopicCatalog(dict(topics)) if topics is not None else TopicCatalog(open=True)
-        self.server = self.host.call(lambda: GroupServer(
-            cfg, catalog, host="127.0.0.1", port=0, clock=ManualClock(0), storage=MemoryStorage(),
-            advertise_bound_port=False, track_requests=True))
+        options = ServerOptions(host="127.0.0.1", port=0, advertise_bound_port=False, track_requests=True)
+        self.server = self.host.call(lambda: GroupServer(cfg, catalog, options=options, clock=ManualClock(0),
+                                                         storage=MemoryStorage()))
         self.host.run(self.server.start())
         self.driver = _WireDriver(self)  # type: ignore[assignment]
 

@@ -29,9 +29,8 @@ import asyncio
 import errno
 import socket
 import traceback
-import uuid
 from collections import deque
-from typing import Any, Callable
+from typing import Any
 
 import attrs
 
@@ -51,15 +50,12 @@ from groupcoord.adapters.protocol.translate import request_event, response_field
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.wire.clock import ManualClock, RealClock
 from groupcoord.adapters.wire.log import Log, NullLog
+from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.storage.interface import StorageOpenError
 from groupcoord.adapters.storage.interface import Storage, StorageError
 from groupcoord.adapters.storage.memory import MemoryStorage
 
-# Kafka's socket.request.max.bytes default.
-DEFAULT_MAX_REQUEST_BYTES = 104_857_600
-# Longest a Fetch is held before its empty answer (a broker's long poll; clients send 500 ms).
-FETCH_WAIT_CAP_MS = 1000
 _PAUSE_ABOVE = 1 << 20  # buffered bytes of later requests before reading pauses
 
 _CORE_APIS = {kc.API_KEYS[name]: name for name in
@@ -136,35 +132,31 @@ class CoreFailure(Exception):
 
 class GroupServer:
     """A Kafka-protocol server around one ``Coordinator``. ``await start()``, then
-    ``await shutdown()``; ``port`` is the bound port (pass ``port=0`` for a free one)."""
+    ``await shutdown()``; ``port`` is the bound port (``ServerOptions(port=0)``: a free one)."""
 
     def __init__(self, config: CoordinatorConfig | None = None, catalog: apis.TopicCatalog | None = None, *,
-                 host: str = "127.0.0.1", port: int = 9092, storage: Storage | None = None,
-                 clock: RealClock | ManualClock | None = None, trace: str | None = None,
-                 log: Log | None = None, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-                 advertise_bound_port: bool = True, fetch_wait_cap_ms: int = FETCH_WAIT_CAP_MS,
-                 new_uuid: Callable[[], str] = lambda: str(uuid.uuid4()),
-                 track_requests: bool = False, ownership: Any = None, node_id_from_port: bool = False,
-                 bind_retry_s: float = 30.0) -> None:
+                 options: ServerOptions | None = None, storage: Storage | None = None,
+                 clock: RealClock | ManualClock | None = None, log: Log | None = None, ownership: Any = None) -> None:
         self.config = config or CoordinatorConfig()
         self.catalog = catalog or apis.TopicCatalog()
-        self.host = host
-        self.port = port
+        self.options = options = options or ServerOptions()
+        self.host = options.host
+        self.port = options.port
         self.storage: Storage = storage if storage is not None else MemoryStorage()
         self.clock = clock
-        self.trace_path = trace
+        self.trace_path = options.trace
         self.log = log or NullLog()
-        self.max_request_bytes = max_request_bytes
-        self.advertise_bound_port = advertise_bound_port
-        self.fetch_wait_cap_ms = fetch_wait_cap_ms
-        self.track_requests = track_requests
+        self.max_request_bytes = options.max_request_bytes
+        self.advertise_bound_port = options.advertise_bound_port
+        self.fetch_wait_cap_ms = options.fetch_wait_cap_ms
+        self.track_requests = options.track_requests
         # Several servers sharing a broker-backed storage: which partitions this one owns is
         # agreed by ``ownership`` (adapters/wire/ownership.py); None = this server owns them all.
         self.ownership = ownership
-        self.node_id_from_port = node_id_from_port
-        self.bind_retry_s = bind_retry_s
+        self.node_id_from_port = options.node_id_from_port
+        self.bind_retry_s = options.bind_retry_s
         self._loads: dict[int, asyncio.Task] = {}
-        self._new_uuid = new_uuid
+        self._new_uuid = options.new_uuid
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self.served = apis.served_versions()
         self.coordinator: Coordinator | None = None
