@@ -94,7 +94,7 @@ class _GroupsView:
 
     def group(self, group_id: str):
         server = self.runner.server
-        return self.runner.host.call(lambda: server.coordinator.group(group_id))
+        return self.runner.host.call(lambda: server.core.coordinator.group(group_id))
 
 
 class _WireDriver:

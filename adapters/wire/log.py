@@ -1,4 +1,5 @@
-"""Structured log lines (``Log``: logfmt or JSON, one line per event)."""
+"""What the server logs: structured lines (``Log``: logfmt or JSON, one line per event) and
+the groups' state changes (``GroupStateLog``)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import json
 import sys
 import time
 from typing import Any, TextIO
+
+from groupcoord.core import events as ev
+from groupcoord.core.commands import GroupMetadataRecord, GroupTombstone, Write
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40}
 
@@ -56,3 +60,53 @@ class NullLog(Log):
 
     def __call__(self, level: str, event: str, **fields: Any) -> None:
         return None
+
+
+_STATE_CHANGING = (ev.JoinGroup, ev.SyncGroup, ev.LeaveGroup)
+
+
+class GroupStateLog:
+    """A ``group`` line at ``info`` whenever a group's state, generation or member count
+    changes (what operators and the CLI tests follow). Only the groups an event can have
+    changed are looked at: most events (heartbeats, commits) change none."""
+
+    def __init__(self, log: Log) -> None:
+        self.log = log
+        self._view: dict[str, tuple] = {}  # group id -> (state, generation, members) last logged
+        self._write_groups: dict[int, set] = {}  # write id -> the groups its records are about
+
+    def reset(self) -> None:
+        """A new coordinator instance: its write ids start again."""
+        self._view = {}
+        self._write_groups = {}
+
+    def wrote(self, write: Write) -> None:
+        groups = {r.group_id for r in write.records if type(r) in (GroupMetadataRecord, GroupTombstone)}
+        if groups:
+            self._write_groups[write.write_id] = groups
+
+    def note(self, event: Any, coordinator: Any) -> None:
+        kind = type(event)
+        if kind in _STATE_CHANGING:
+            gids: Any = (event.group_id,)
+        elif kind is ev.TimerFired:
+            gids = (event.key[2],) if len(event.key) > 2 else ()
+        elif kind is ev.WriteCompleted or kind is ev.WriteFailed:
+            gids = self._write_groups.pop(event.write_id, ())
+        elif kind is ev.DeleteGroups:
+            gids = event.groups_names
+        elif kind is ev.UnloadPartition:
+            gids = [g for g in self._view if coordinator.group(g) is None]
+        else:
+            return
+        for gid in gids:
+            group = coordinator.group(gid)
+            view = None if group is None else (group.state.value, group.generation_id, len(group.members))
+            if self._view.get(gid) != view:
+                if view is None:
+                    self._view.pop(gid, None)
+                    self.log("info", "group", group=gid, state="Dead")
+                else:
+                    self._view[gid] = view
+                    self.log("info", "group", group=gid, state=view[0], generation=view[1], members=view[2],
+                             protocol=group.protocol_name, leader=group.leader_id)

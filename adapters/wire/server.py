@@ -29,7 +29,6 @@ import asyncio
 import errno
 import socket
 import traceback
-from collections import deque
 from typing import Any
 
 import attrs
@@ -37,23 +36,21 @@ import attrs
 from groupcoord.adapters.replay.trace_files import InstanceRecorder
 from groupcoord.core import events as ev
 from groupcoord.core.commands import Coordinator as CoordinatorEndpoint
-from groupcoord.core.commands import (FindCoordinatorResponse, GroupMetadataRecord, GroupTombstone, HeartbeatResponse,
-                                      OffsetCommitResponse, Write)
+from groupcoord.core.commands import FindCoordinatorResponse, HeartbeatResponse, OffsetCommitResponse
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
 from groupcoord.adapters.protocol.schema import SchemaError
-from groupcoord.adapters.runtime.runner import CommandRunner
-from groupcoord.adapters.runtime.timers import TimerTable
 from groupcoord.adapters.protocol.translate import request_event, response_fields
 
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.wire.clock import ManualClock, RealClock
+from groupcoord.adapters.wire.core_loop import CoreFailure, CoreLoop
 from groupcoord.adapters.wire.log import Log, NullLog
 from groupcoord.adapters.wire.options import ServerOptions
+from groupcoord.adapters.wire.pipeline import StoragePipeline
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.storage.interface import StorageOpenError
-from groupcoord.adapters.storage.interface import Storage, StorageError
+from groupcoord.adapters.storage.interface import Storage
 from groupcoord.adapters.storage.memory import MemoryStorage
 
 _PAUSE_ABOVE = 1 << 20  # buffered bytes of later requests before reading pauses
@@ -61,7 +58,6 @@ _PAUSE_ABOVE = 1 << 20  # buffered bytes of later requests before reading pauses
 _CORE_APIS = {kc.API_KEYS[name]: name for name in
               ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch",
                "DescribeGroups", "ListGroups", "DeleteGroups", "OffsetDelete", "FindCoordinator")}
-_STATE_CHANGING = (ev.JoinGroup, ev.SyncGroup, ev.LeaveGroup)
 # Responses whose encoding is worth caching (the same value answers many requests).
 _CACHEABLE = (HeartbeatResponse, OffsetCommitResponse)
 
@@ -126,10 +122,6 @@ def _listens_at(address: tuple, family: int) -> bool:
         return False
 
 
-class CoreFailure(Exception):
-    """The core raised while handling an event (a bug in the core; logged with its event)."""
-
-
 class GroupServer:
     """A Kafka-protocol server around one ``Coordinator``. ``await start()``, then
     ``await shutdown()``; ``port`` is the bound port (``ServerOptions(port=0)``: a free one)."""
@@ -137,7 +129,7 @@ class GroupServer:
     def __init__(self, config: CoordinatorConfig | None = None, catalog: apis.TopicCatalog | None = None, *,
                  options: ServerOptions | None = None, storage: Storage | None = None,
                  clock: RealClock | ManualClock | None = None, log: Log | None = None, ownership: Any = None) -> None:
-        self.config = config or CoordinatorConfig()
+        self._config = config or CoordinatorConfig()  # the core loop's once started
         self.catalog = catalog or apis.TopicCatalog()
         self.options = options = options or ServerOptions()
         self.host = options.host
@@ -159,23 +151,15 @@ class GroupServer:
         self._new_uuid = options.new_uuid
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self.served = apis.served_versions()
-        self.coordinator: Coordinator | None = None
-        self.runner: CommandRunner | None = None  # with the coordinator (_start_core)
-        self.timers = TimerTable()
+        self.pipeline: StoragePipeline | None = None  # the units, made by start()
+        self.core: CoreLoop | None = None
         self.connections: dict[int, _Connection] = {}
         self.finished: dict[tuple, _Connection] = {}  # closed connections by peer (track_requests)
         self._pending: dict[tuple, _Pending] = {}
-        self._writes: deque = deque()
-        self._write_groups: dict[int, set] = {}
-        self._draining = False
-        self._epoch = 0
-        self._alarm: Any = None
-        self._alarm_at: int | None = None
         self._next_conn = 0
         self._tcp: asyncio.base_events.Server | None = None
         self._trace: InstanceRecorder | None = None
         self._trace_flusher: asyncio.TimerHandle | None = None
-        self._group_view: dict[str, tuple] = {}
         self._encoded: dict[tuple, bytes] = {}  # encoded bodies of frequent, repeated responses
         self._closing = False
         self._stopped: asyncio.Event | None = None  # created in start()
@@ -197,10 +181,10 @@ class GroupServer:
             self.clock = RealClock(loop)
         self._tcp = await self._bind(loop)
         self.port = self._tcp.sockets[0].getsockname()[1]
-        if self.advertise_bound_port and self.config.advertised_port != self.port:
-            self.config = attrs.evolve(self.config, advertised_port=self.port)
+        if self.advertise_bound_port and self._config.advertised_port != self.port:
+            self._config = attrs.evolve(self._config, advertised_port=self.port)
         if self.node_id_from_port:
-            self.config = attrs.evolve(self.config, node_id=self.config.advertised_port)
+            self._config = attrs.evolve(self._config, node_id=self._config.advertised_port)
         opener = getattr(self.storage, "open", None)
         if opener is not None:  # a storage that connects somewhere (the broker-backed one)
             try:
@@ -211,10 +195,11 @@ class GroupServer:
         if self.trace_path:
             self._trace = InstanceRecorder(self.trace_path, f"trace-{self.clock.now_ms()}.jsonl", self.config)
             self._schedule_trace_flush()
-        if self.ownership is None:
+        self.pipeline = StoragePipeline(self.storage, self.clock, self.log)
+        self.core = CoreLoop(self._config, self.clock, self.log, self.pipeline, self._respond, self._trace)
+        self.core.start()
+        if self.ownership is None:  # else partitions are loaded as the ownership protocol assigns them
             await self._load_all()
-        else:  # partitions are loaded as the ownership protocol assigns them
-            self._start_core()
         await self._tcp.start_serving()
         self.log("info", "listening", host=self.host, port=self.port, node_id=self.config.node_id,
                  advertised=f"{self.config.advertised_host}:{self.config.advertised_port}",
@@ -250,23 +235,17 @@ class GroupServer:
                              detail="connections of a previous process still hold the port; nothing listens on it")
                 await asyncio.sleep(0.1)  # retry interval
 
-    def _start_core(self) -> None:
-        """A fresh coordinator instance, and the runner that carries out its commands: responses
-        to their connections, writes to the storage pipeline, timers to the table the alarm
-        watches."""
-        self.coordinator = Coordinator(self.config)
-        self.runner = CommandRunner(self.coordinator, self._respond, self._start_write, self._observe,
-                                    handle=self._guarded_handle)
-        self.timers = self.runner.timers
-        self._group_view = {}
+    @property
+    def config(self) -> CoordinatorConfig:
+        """The coordinator's configuration (the core loop's once started: a reload may replace it)."""
+        return self.core.config if self.core is not None else self._config
 
     async def _load_all(self) -> None:
-        self._start_core()
         for partition in range(self.config.offsets_topic_num_partitions):
             records = await self.storage.load(partition)
-            self._dispatch(ev.LoadPartition(now_ms=self.clock.now_ms(), partition=partition, records=tuple(records)))
+            self.core.dispatch(ev.LoadPartition(now_ms=self.clock.now_ms(), partition=partition, records=tuple(records)))
         self.log("info", "partitions_loaded", count=self.config.offsets_topic_num_partitions,
-                 groups=len(self.coordinator.groups()))
+                 groups=len(self.core.coordinator.groups()))
 
     async def shutdown(self, reason: str = "requested") -> None:
         """Unload every partition (parked requests are answered NOT_COORDINATOR), flush the
@@ -275,6 +254,7 @@ class GroupServer:
             await self._stopped.wait()
             return
         self._closing = True
+        self.core.closing = True
         self.log("info", "shutting_down", reason=reason, connections=len(self.connections))
         if self._tcp is not None:
             self._tcp.close()
@@ -286,12 +266,8 @@ class GroupServer:
         for task in self._loads.values():
             task.cancel()
         self._loads.clear()
-        if self.coordinator is not None:
-            for partition in sorted(self.coordinator.owned_partitions()):
-                self._dispatch(ev.UnloadPartition(now_ms=self.clock.now_ms(), partition=partition))
-        if self._alarm is not None:
-            self._alarm.cancel()
-            self._alarm = self._alarm_at = None
+        self.core.unload_owned()
+        self.core.cancel_alarm()
         for conn in list(self.connections.values()):
             conn.finish_fetch()  # a held Fetch is answered now
         for conn in list(self.connections.values()):
@@ -333,7 +309,7 @@ class GroupServer:
         if ms < 0:
             raise ValueError("time cannot go backwards")
         self.clock.set(self.clock.now_ms() + ms)
-        self._fire_due()
+        self.core.fire_due()
 
     def hold_writes(self) -> None:
         self.storage.hold()
@@ -343,30 +319,21 @@ class GroupServer:
 
     def release_writes(self, error: Error | None = None) -> None:
         self.storage.release(error)
-        self._drain_writes()
-        self._set_alarm()
+        self.core.drain_writes()
+        self.core.set_alarm()
 
     def unload_all(self) -> None:
-        for partition in sorted(self.coordinator.owned_partitions()):
-            self._dispatch(ev.UnloadPartition(now_ms=self.clock.now_ms(), partition=partition))
+        self.core.unload_owned()
 
     async def reload(self, config: CoordinatorConfig | None = None) -> None:
         """A new coordinator instance takes over from storage; requests parked in the old one
         are never answered (their connections stay waiting), in-flight writes are forgotten."""
-        if config is not None:
-            self.config = config
-        self._epoch += 1
-        self._writes.clear()
-        self._write_groups.clear()
-        discard = getattr(self.storage, "discard_held", None)
-        if discard is not None:
-            discard()
+        self.pipeline.forget()
         for rid, pending in list(self._pending.items()):
             pending.conn.abandoned = True
         self._pending.clear()
-        if self._alarm is not None:
-            self._alarm.cancel()
-            self._alarm = self._alarm_at = None
+        self.core.cancel_alarm()
+        self.core.start(config)
         await self._load_all()
 
     # --- partitions assigned by the ownership protocol ----------------------------------------
@@ -377,7 +344,7 @@ class GroupServer:
         for partition in sorted(partitions):
             if partition in self._loads or self._closing:
                 continue
-            self._dispatch(ev.LoadPartition(now_ms=self.clock.now_ms(), partition=partition, loading=True))
+            self.core.dispatch(ev.LoadPartition(now_ms=self.clock.now_ms(), partition=partition, loading=True))
             self._loads[partition] = self._loop.create_task(self._load_partition(partition))
 
     async def _load_partition(self, partition: int) -> None:
@@ -399,9 +366,9 @@ class GroupServer:
                     backoff = min(backoff * 2, 1.0)
             if self._loads.get(partition) is not asyncio.current_task() or self._closing:
                 return
-            self._dispatch(ev.LoadPartition(now_ms=self.clock.now_ms(), partition=partition, records=tuple(records)))
+            self.core.dispatch(ev.LoadPartition(now_ms=self.clock.now_ms(), partition=partition, records=tuple(records)))
             self.log("info", "partition_loaded", partition=partition, records=len(records),
-                     groups=sum(1 for g in self.coordinator.groups().values() if g.partition == partition),
+                     groups=sum(1 for g in self.core.coordinator.groups().values() if g.partition == partition),
                      ms=round((self._loop.time() - started) * 1000))
         finally:
             if self._loads.get(partition) is asyncio.current_task():
@@ -423,64 +390,16 @@ class GroupServer:
             task = self._loads.pop(partition, None)
             if task is not None:
                 task.cancel()
-            if self.coordinator is not None and partition in self.coordinator.owned_partitions():
-                self._dispatch(ev.UnloadPartition(now_ms=self.clock.now_ms(), partition=partition))
+            if self.core.coordinator is not None and partition in self.core.coordinator.owned_partitions():
+                self.core.dispatch(ev.UnloadPartition(now_ms=self.clock.now_ms(), partition=partition))
 
     def fence(self, reason: str) -> None:
         """Ownership is lost (the lease ran out, the broker forgot this member): unload everything now."""
-        owned = set(self.coordinator.owned_partitions()) | set(self._loads) if self.coordinator else set(self._loads)
+        owned = set(self.core.coordinator.owned_partitions()) | set(self._loads) if self.core.coordinator else set(self._loads)
         self.log("warning", "fenced", reason=reason, partitions=sorted(owned))
         self.unload_partitions(owned)
 
     # --- carrying out the core's commands ------------------------------------------------------
-
-    def _dispatch(self, event: Any) -> None:
-        self._handle(event)
-        self._drain_writes()
-        self._set_alarm()
-
-    def _handle(self, event: Any) -> None:
-        self.runner.feed(event)
-        if self.log.threshold <= 20:
-            self._note_groups(event)
-
-    def _guarded_handle(self, event: Any) -> list:
-        try:
-            return self.coordinator.handle(event)
-        except Exception as e:
-            self.log("error", "core_error", event_type=type(event).__name__, error=f"{type(e).__name__}: {e}",
-                     detail=repr(event)[:2000], traceback=traceback.format_exc()[-4000:])
-            raise CoreFailure(str(e)) from e
-
-    def _observe(self, event: Any, commands: list) -> None:
-        if self._trace is not None:
-            self._trace.observe(event, commands)
-
-    def _note_groups(self, event: Any) -> None:
-        kind = type(event)
-        if kind in _STATE_CHANGING:
-            gids: Any = (event.group_id,)
-        elif kind is ev.TimerFired:
-            gids = (event.key[2],) if len(event.key) > 2 else ()
-        elif kind is ev.WriteCompleted or kind is ev.WriteFailed:
-            gids = self._write_groups.pop(event.write_id, ())
-        elif kind is ev.DeleteGroups:
-            gids = event.groups_names
-        elif kind is ev.UnloadPartition:
-            gids = [g for g in self._group_view if self.coordinator.group(g) is None]
-        else:
-            return
-        for gid in gids:
-            group = self.coordinator.group(gid)
-            view = None if group is None else (group.state.value, group.generation_id, len(group.members))
-            if self._group_view.get(gid) != view:
-                if view is None:
-                    self._group_view.pop(gid, None)
-                    self.log("info", "group", group=gid, state="Dead")
-                else:
-                    self._group_view[gid] = view
-                    self.log("info", "group", group=gid, state=view[0], generation=view[1], members=view[2],
-                             protocol=group.protocol_name, leader=group.leader_id)
 
     def _respond(self, request_id: Any, response: Any) -> None:
         pending = self._pending.pop(request_id, None)
@@ -521,82 +440,7 @@ class GroupServer:
         body = kc.response_body(p.api_key, p.version, fields)
         return kc.encode_response(p.api_key, p.version, p.correlation_id, body)
 
-    def _start_write(self, write: Write) -> None:
-        try:
-            future = self.storage.append(write.partition, write.records)
-            if not isinstance(future, asyncio.Future):
-                future = asyncio.ensure_future(future)
-        except Exception as e:  # StorageError, or a storage bug: the write still gets an outcome
-            future = self._loop.create_future()
-            future.set_exception(e)
-        self._writes.append((self._epoch, write, future))
-        if not future.done():
-            future.add_done_callback(self._on_write_done)
-        if self.log.threshold <= 20:
-            groups = {r.group_id for r in write.records if type(r) in (GroupMetadataRecord, GroupTombstone)}
-            if groups:
-                self._write_groups[write.write_id] = groups
-
-    def _on_write_done(self, _future: asyncio.Future) -> None:
-        self._drain_writes()
-        self._set_alarm()
-
-    def _drain_writes(self) -> None:
-        """Feed write outcomes in write order, as far as they are known."""
-        if self._draining:
-            return
-        self._draining = True
-        try:
-            writes = self._writes
-            while writes and writes[0][2].done():
-                epoch, write, future = writes.popleft()
-                if epoch != self._epoch or future.cancelled():
-                    continue
-                error = future.exception()
-                now = self.clock.now_ms()
-                if error is None:
-                    outcome: Any = ev.WriteCompleted(now_ms=now, write_id=write.write_id)
-                elif isinstance(error, StorageError):
-                    self.log(error.level, "write_failed", partition=write.partition, error=error.error.name,
-                             detail=error.detail, storage=self.storage.name)
-                    outcome = ev.WriteFailed(now_ms=now, write_id=write.write_id, error=error.error)
-                else:
-                    self.log("error", "storage_error", partition=write.partition, error=f"{type(error).__name__}: {error}")
-                    outcome = ev.WriteFailed(now_ms=now, write_id=write.write_id, error=Error.KAFKA_STORAGE_ERROR)
-                try:
-                    self._handle(outcome)
-                except CoreFailure:
-                    pass
-        finally:
-            self._draining = False
-
     # --- timers ------------------------------------------------------------------------------------
-
-    def _set_alarm(self) -> None:
-        if self.clock.manual or self._closing:
-            return
-        deadline = self.timers.next_deadline()
-        if deadline == self._alarm_at:
-            return
-        if self._alarm is not None:
-            self._alarm.cancel()
-        self._alarm_at = deadline
-        self._alarm = None if deadline is None else self.clock.call_at(deadline, self._on_alarm)
-
-    def _on_alarm(self) -> None:
-        self._alarm = self._alarm_at = None
-        self._fire_due()
-        self._set_alarm()
-
-    def _fire_due(self) -> None:
-        now = self.clock.now_ms()
-        while (due := self.timers.pop_due(now)) is not None:
-            key, payload = due
-            try:
-                self._handle(ev.TimerFired(now_ms=now, key=key, payload=payload))
-            except CoreFailure:
-                pass
-            self._drain_writes()
 
     def _schedule_trace_flush(self) -> None:
         def flush() -> None:
@@ -738,7 +582,7 @@ class GroupServer:
         if api == "FindCoordinator" and self.ownership is not None:
             self._respond(rid, self._find_coordinator(event))
             return
-        self._dispatch(event)
+        self.core.dispatch(event)
 
     def _find_coordinator(self, event: ev.FindCoordinator) -> FindCoordinatorResponse:
         """Several coordinators: the owner of the group's partition, wherever it is (Kafka's
@@ -748,7 +592,7 @@ class GroupServer:
             node = None
             error = Error.INVALID_REQUEST
             if event.key_type == 0:
-                node = self.ownership.owner_of(self.coordinator.partition_of(key))
+                node = self.ownership.owner_of(self.core.coordinator.partition_of(key))
                 error = Error.NONE if node is not None else Error.COORDINATOR_NOT_AVAILABLE
             if node is None:
                 out.append(CoordinatorEndpoint(key, -1, "", -1, error))

@@ -86,7 +86,7 @@ class Process:
                 # the join completes on its timer (delay 0): fire it once the join is parked
                 server = self.server.server
                 for _ in range(500):
-                    state = self.server.call(lambda: server.coordinator.group(group_id))
+                    state = self.server.call(lambda: server.core.coordinator.group(group_id))
                     if state is not None and state.state.value == "PreparingRebalance":
                         break
                     await asyncio.sleep(0.01)  # polling for the server to take the request

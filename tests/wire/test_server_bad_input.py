@@ -177,9 +177,9 @@ def test_clients_vanishing_with_parked_requests(srv):
         assert_alive(srv)
     # the group expires its vanished members and the coordinator keeps serving it
     deadline = time.monotonic() + 10
-    while srv.call(lambda: srv.server.coordinator.group("vanish").members) and time.monotonic() < deadline:
+    while srv.call(lambda: srv.server.core.coordinator.group("vanish").members) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert srv.call(lambda: srv.server.coordinator.group("vanish").members) == {}
+    assert srv.call(lambda: srv.server.core.coordinator.group("vanish").members) == {}
     assert_alive(srv)
 
 

@@ -431,7 +431,7 @@ def test_a_client_vanishing_with_a_parked_join_does_not_stop_the_group(server):
     ma, joined = run(main())
     assert joined["error_code"] == 0 and joined["generation_id"] == 2
     # the vanished member's session expires; the group rebalances without it
-    wait_until(lambda: ma not in server.call(lambda: server.server.coordinator.group("vanish").members), 10,
+    wait_until(lambda: ma not in server.call(lambda: server.server.core.coordinator.group("vanish").members), 10,
                "the vanished member to expire")
 
 
