@@ -28,51 +28,31 @@ from __future__ import annotations
 import asyncio
 import errno
 import socket
-import traceback
 from typing import Any
 
 import attrs
 
 from groupcoord.adapters.replay.trace_files import InstanceRecorder
 from groupcoord.core import events as ev
-from groupcoord.core.commands import Coordinator as CoordinatorEndpoint
-from groupcoord.core.commands import FindCoordinatorResponse, HeartbeatResponse, OffsetCommitResponse
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.errors import Error
-from groupcoord.adapters.protocol.schema import SchemaError
-from groupcoord.adapters.protocol.translate import request_event, response_fields
 
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.wire.clock import ManualClock, RealClock
-from groupcoord.adapters.wire.core_loop import CoreFailure, CoreLoop
+from groupcoord.adapters.wire.core_loop import CoreLoop
+from groupcoord.adapters.wire.handlers import RequestHandler
 from groupcoord.adapters.wire.log import Log, NullLog
 from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.wire.pipeline import StoragePipeline
-from groupcoord.adapters.protocol import codec as kc
+from groupcoord.adapters.wire.replies import Replies
 from groupcoord.adapters.storage.interface import StorageOpenError
 from groupcoord.adapters.storage.interface import Storage
 from groupcoord.adapters.storage.memory import MemoryStorage
 
 _PAUSE_ABOVE = 1 << 20  # buffered bytes of later requests before reading pauses
 
-_CORE_APIS = {kc.API_KEYS[name]: name for name in
-              ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch",
-               "DescribeGroups", "ListGroups", "DeleteGroups", "OffsetDelete", "FindCoordinator")}
-# Responses whose encoding is worth caching (the same value answers many requests).
-_CACHEABLE = (HeartbeatResponse, OffsetCommitResponse)
-
 
 # --- the server -----------------------------------------------------------------------------------
-
-@attrs.define(slots=True)
-class _Pending:
-    conn: "_Connection"
-    api_key: int
-    api: str
-    version: int
-    correlation_id: int
-    extra: Any = None
-
 
 async def _someone_listens(host: str, port: int) -> bool:
     try:
@@ -150,26 +130,19 @@ class GroupServer:
         self._loads: dict[int, asyncio.Task] = {}
         self._new_uuid = options.new_uuid
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
-        self.served = apis.served_versions()
-        self.pipeline: StoragePipeline | None = None  # the units, made by start()
+        self.replies: Replies | None = None  # the units, made by start()
+        self.pipeline: StoragePipeline | None = None
         self.core: CoreLoop | None = None
+        self.handler: RequestHandler | None = None
         self.connections: dict[int, _Connection] = {}
         self.finished: dict[tuple, _Connection] = {}  # closed connections by peer (track_requests)
-        self._pending: dict[tuple, _Pending] = {}
         self._next_conn = 0
         self._tcp: asyncio.base_events.Server | None = None
         self._trace: InstanceRecorder | None = None
         self._trace_flusher: asyncio.TimerHandle | None = None
-        self._encoded: dict[tuple, bytes] = {}  # encoded bodies of frequent, repeated responses
         self._closing = False
         self._stopped: asyncio.Event | None = None  # created in start()
         self.stats = {"requests": 0, "connections": 0}
-        self._handlers = {
-            apis.API_VERSIONS_KEY: self._api_versions, kc.API_KEYS["Metadata"]: self._metadata,
-            kc.API_KEYS["ListOffsets"]: self._list_offsets, kc.API_KEYS["Fetch"]: self._fetch,
-            kc.API_KEYS["Produce"]: self._produce,
-            **{key: self._core_request for key in _CORE_APIS},
-        }
 
     # --- life cycle ---------------------------------------------------------------------------
 
@@ -195,8 +168,10 @@ class GroupServer:
         if self.trace_path:
             self._trace = InstanceRecorder(self.trace_path, f"trace-{self.clock.now_ms()}.jsonl", self.config)
             self._schedule_trace_flush()
+        self.replies = Replies(self.log)
         self.pipeline = StoragePipeline(self.storage, self.clock, self.log)
-        self.core = CoreLoop(self._config, self.clock, self.log, self.pipeline, self._respond, self._trace)
+        self.core = CoreLoop(self._config, self.clock, self.log, self.pipeline, self.replies.respond, self._trace)
+        self.handler = RequestHandler(self.core, self.replies, self.catalog, self.options, self.log, self.ownership)
         self.core.start()
         if self.ownership is None:  # else partitions are loaded as the ownership protocol assigns them
             await self._load_all()
@@ -209,7 +184,7 @@ class GroupServer:
                  topics=("*" if self.catalog.open else dict(self.catalog.topics)),
                  trace=self._trace and str(self._trace.path))
         if self.ownership is not None:
-            await self.ownership.start(self, self._node())
+            await self.ownership.start(self, self.handler.node())
         if not self.storage.durable:
             self.log("warning", "storage_not_durable", storage=self.storage.name,
                      detail="groups and committed offsets are kept in memory only and are lost when the server stops")
@@ -254,7 +229,7 @@ class GroupServer:
             await self._stopped.wait()
             return
         self._closing = True
-        self.core.closing = True
+        self.core.closing = self.handler.closing = True
         self.log("info", "shutting_down", reason=reason, connections=len(self.connections))
         if self._tcp is not None:
             self._tcp.close()
@@ -329,9 +304,7 @@ class GroupServer:
         """A new coordinator instance takes over from storage; requests parked in the old one
         are never answered (their connections stay waiting), in-flight writes are forgotten."""
         self.pipeline.forget()
-        for rid, pending in list(self._pending.items()):
-            pending.conn.abandoned = True
-        self._pending.clear()
+        self.replies.abandon_all()
         self.core.cancel_alarm()
         self.core.start(config)
         await self._load_all()
@@ -401,45 +374,6 @@ class GroupServer:
 
     # --- carrying out the core's commands ------------------------------------------------------
 
-    def _respond(self, request_id: Any, response: Any) -> None:
-        pending = self._pending.pop(request_id, None)
-        if pending is None:
-            return  # its connection is gone (or the instance that parked it was replaced)
-        conn = pending.conn
-        try:
-            data = self._encode_core(pending, response)
-        except Exception as e:
-            self.log("error", "encode_error", api=pending.api, version=pending.version, conn=conn.id,
-                     error=f"{type(e).__name__}: {e}", response=repr(response)[:2000])
-            conn.close()
-            return
-        conn.send(data)
-
-    def _encode_core(self, p: _Pending, response: Any) -> bytes:
-        cacheable = not p.extra and type(response) in _CACHEABLE
-        if cacheable:
-            key = (p.api_key, p.version, response)
-            body = self._encoded.get(key)
-            if body is None:
-                if len(self._encoded) > 4096:
-                    self._encoded.clear()
-                body = self._encoded[key] = kc.encode_response_body(
-                    p.api_key, p.version, kc.response_body(p.api_key, p.version,
-                                                           response_fields(p.api, p.version, response)))
-            return kc.frame_response(p.api_key, p.version, p.correlation_id, body)
-        fields = response_fields(p.api, p.version, response)
-        if p.api == "OffsetCommit" and p.extra:
-            fields["topics"] = apis.merge_topic_results(p.extra, fields["topics"])
-        elif p.api == "OffsetDelete":
-            fields["topics"] = ([] if fields["error_code"] else
-                                apis.merge_topic_results(p.extra or [], fields["topics"]))
-        elif p.api == "DescribeGroups" and p.extra:
-            for group in fields["groups"]:
-                if group["error_code"] == 0:
-                    group["authorized_operations"] = apis.GROUP_OPERATIONS
-        body = kc.response_body(p.api_key, p.version, fields)
-        return kc.encode_response(p.api_key, p.version, p.correlation_id, body)
-
     # --- timers ------------------------------------------------------------------------------------
 
     def _schedule_trace_flush(self) -> None:
@@ -461,154 +395,7 @@ class GroupServer:
         self.connections.pop(conn.id, None)
         if self.track_requests:
             self.finished[conn.peer] = conn
-        if conn.pending_rid is not None:
-            self._pending.pop(conn.pending_rid, None)
-            conn.pending_rid = None
-
-    def handle_frame(self, conn: "_Connection", frame: bytes) -> None:
-        """One request frame (size prefix stripped); the answer goes to ``conn.send``."""
-        self.stats["requests"] += 1
-        conn.correlation_id = int.from_bytes(frame[4:8], "big", signed=True) if len(frame) >= 8 else None
-        try:
-            request = kc.decode_request(frame)
-        except kc.UnsupportedRequest as e:
-            if e.api_key == apis.API_VERSIONS_KEY:
-                self._api_versions_unsupported(conn, e.correlation_id)
-            else:
-                self.log("warning", "unsupported_request", conn=conn.id, peer=conn.peer_text, api_key=e.api_key,
-                         version=e.version, client_id=e.client_id, action="close")
-                conn.close()
-            return
-        except kc.FrameError as e:
-            self.log("warning", "bad_frame", conn=conn.id, peer=conn.peer_text, error=str(e), action="close")
-            conn.close()
-            return
-        if self.log.threshold <= 10:
-            self.log("debug", "request", conn=conn.id, api_key=request.api_key, version=request.version,
-                     correlation_id=request.correlation_id, client_id=request.client_id)
-        versions = self.served.get(request.api_key)
-        if versions is None or not versions[0] <= request.version <= versions[1]:
-            if request.api_key == apis.API_VERSIONS_KEY:
-                self._api_versions_unsupported(conn, request.correlation_id)
-            else:  # Kafka: "api key .. with version .. which is not enabled" -> close
-                self.log("warning", "unsupported_request", conn=conn.id, peer=conn.peer_text,
-                         api_key=request.api_key, version=request.version, client_id=request.client_id,
-                         action="close")
-                conn.close()
-            return
-        try:
-            self._handlers[request.api_key](conn, request)
-        except CoreFailure:
-            conn.close()
-        except Exception as e:
-            self.log("error", "request_error", conn=conn.id, peer=conn.peer_text, api_key=request.api_key,
-                     version=request.version, error=f"{type(e).__name__}: {e}",
-                     traceback=traceback.format_exc()[-4000:], action="close")
-            conn.close()
-
-    def _send_fields(self, conn: "_Connection", request: kc.DecodedRequest, fields: dict) -> None:
-        body = kc.response_body(request.api_key, request.version, fields)
-        conn.send(kc.encode_response(request.api_key, request.version, request.correlation_id, body))
-
-    def _api_versions_unsupported(self, conn: "_Connection", correlation_id: int) -> None:
-        body = kc.response_body(apis.API_VERSIONS_KEY, 0, apis.api_versions_unsupported())
-        conn.send(kc.encode_response(apis.API_VERSIONS_KEY, 0, correlation_id, body))
-
-    def _api_versions(self, conn: "_Connection", request: kc.DecodedRequest) -> None:
-        self._send_fields(conn, request, apis.api_versions(request.version, kc.to_fields(request.body), self.served))
-
-    def _node(self) -> apis.Node:
-        return apis.Node(self.config.node_id, self.config.advertised_host, self.config.advertised_port)
-
-    def _metadata(self, conn: "_Connection", request: kc.DecodedRequest) -> None:
-        fields = apis.metadata(request.version, kc.to_fields(request.body), self.catalog, self._node())
-        if self.ownership is not None and fields.get("brokers"):
-            # every coordinator sharing the storage is a broker of this cluster (ListGroups asks them all)
-            fields["brokers"] = [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None}
-                                 for n in self.ownership.peers()]
-        self._send_fields(conn, request, fields)
-
-    def _list_offsets(self, conn: "_Connection", request: kc.DecodedRequest) -> None:
-        self._send_fields(conn, request, apis.list_offsets(request.version, kc.to_fields(request.body), self.catalog))
-
-    def _produce(self, conn: "_Connection", request: kc.DecodedRequest) -> None:
-        fields = apis.produce(request.version, kc.to_fields(request.body), self.catalog)
-        if fields is None:
-            conn.send(None)  # acks=0: no response
-        else:
-            self._send_fields(conn, request, fields)
-
-    def _fetch(self, conn: "_Connection", request: kc.DecodedRequest) -> None:
-        fields = kc.to_fields(request.body)
-        response = apis.fetch(request.version, fields, self.catalog)
-        body = kc.response_body(request.api_key, request.version, response)
-        data = kc.encode_response(request.api_key, request.version, request.correlation_id, body)
-        wait_ms = min(max(fields.get("max_wait_ms", 0), 0), self.fetch_wait_cap_ms)
-        if wait_ms == 0 or self._closing:
-            conn.send(data)
-        else:
-            conn.hold_fetch(self._loop.call_later(wait_ms / 1000, conn.finish_fetch), data)
-
-    def _core_request(self, conn: "_Connection", request: kc.DecodedRequest) -> None:
-        api = _CORE_APIS[request.api_key]
-        fields = kc.to_fields(request.body)
-        extra = None
-        if api == "OffsetCommit":
-            known, rejected = apis.split_known_partitions(fields["topics"], self.catalog, "partition_index")
-            if not known:  # KafkaApis answers without the coordinator
-                self._send_fields(conn, request, {"throttle_time_ms": 0, "topics": rejected})
-                return
-            fields["topics"], extra = known, rejected
-        elif api == "OffsetDelete":
-            fields["topics"], extra = apis.split_known_partitions(fields["topics"], self.catalog, "partition_index")
-        elif api == "DescribeGroups":
-            extra = fields.get("include_authorized_operations", False)
-        rid = (conn.id, request.correlation_id)
-        try:
-            if api == "Heartbeat":  # the hot path: kio's fields are already complete and typed
-                event = heartbeat_event(fields, request.version, rid, self.clock.now_ms(),
-                                        request.client_id or "", conn.client_host)
-            else:
-                event = request_event(api, request.version, fields, request_id=rid, now_ms=self.clock.now_ms(),
-                                      client_id=request.client_id or "", client_host=conn.client_host,
-                                      new_member_uuid=self._new_uuid() if api == "JoinGroup" else "")
-        except SchemaError as e:
-            self.log("warning", "bad_request", conn=conn.id, peer=conn.peer_text, api=api, version=request.version,
-                     error=str(e), action="close")
-            conn.close()
-            return
-        self._pending[rid] = _Pending(conn, request.api_key, api, request.version, request.correlation_id, extra)
-        conn.pending_rid = rid
-        if api == "FindCoordinator" and self.ownership is not None:
-            self._respond(rid, self._find_coordinator(event))
-            return
-        self.core.dispatch(event)
-
-    def _find_coordinator(self, event: ev.FindCoordinator) -> FindCoordinatorResponse:
-        """Several coordinators: the owner of the group's partition, wherever it is (Kafka's
-        KafkaApis answers from the partition leaders; the core knows only itself, D7)."""
-        out = []
-        for key in event.coordinator_keys:
-            node = None
-            error = Error.INVALID_REQUEST
-            if event.key_type == 0:
-                node = self.ownership.owner_of(self.core.coordinator.partition_of(key))
-                error = Error.NONE if node is not None else Error.COORDINATOR_NOT_AVAILABLE
-            if node is None:
-                out.append(CoordinatorEndpoint(key, -1, "", -1, error))
-            else:
-                out.append(CoordinatorEndpoint(key, node.node_id, node.host, node.port, Error.NONE))
-        return FindCoordinatorResponse(tuple(out))
-
-
-def heartbeat_event(fields: dict, version: int, request_id: Any, now_ms: int, client_id: str,
-                    client_host: str) -> ev.Heartbeat:
-    """``wire.request_event("Heartbeat", ...)`` for a body kio decoded (every field of the
-    version present and typed), without re-validating it: Heartbeat is most of the traffic.
-    tests/wire/test_server_wire.py checks it equals request_event at every version."""
-    return ev.Heartbeat(request_id=request_id, now_ms=now_ms, version=version, client_id=client_id,
-                        client_host=client_host, group_id=fields["group_id"], generation_id=fields["generation_id"],
-                        member_id=fields["member_id"], group_instance_id=fields.get("group_instance_id"))
+        self.handler.connection_lost(conn)
 
 
 class _Connection(asyncio.Protocol):
@@ -682,7 +469,8 @@ class _Connection(asyncio.Protocol):
                 frame = bytes(buf[4:4 + size])
                 del buf[:4 + size]
                 self.busy = True
-                server.handle_frame(self, frame)
+                server.stats["requests"] += 1
+                server.handler.handle_frame(self, frame)
                 if server.track_requests and self.correlation_id is not None:
                     self.received.append(self.correlation_id)
             if not self.closed:

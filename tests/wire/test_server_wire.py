@@ -437,7 +437,7 @@ def test_a_client_vanishing_with_a_parked_join_does_not_stop_the_group(server):
 
 @pytest.mark.parametrize("version", range(0, 5))
 def test_the_heartbeat_fast_path_builds_what_request_event_builds(version):
-    from groupcoord.adapters.wire.server import heartbeat_event
+    from groupcoord.adapters.wire.handlers import heartbeat_event
     from groupcoord.adapters.protocol.translate import request_event
 
     body = {"group_id": "g", "generation_id": 3, "member_id": "m", "group_instance_id": "i" if version >= 3 else None}
