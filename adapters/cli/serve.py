@@ -200,8 +200,9 @@ def _check_writable(path: str, flag: str) -> None:
 def build_server(args: argparse.Namespace, log: Any) -> "Any":
     """The server ``serve`` runs. Every setting is checked (ConfigError) before the store is
     opened, so a refused start writes nothing."""
+    from groupcoord.adapters.wire.listener import listen_problem
     from groupcoord.adapters.wire.options import ServerOptions
-    from groupcoord.adapters.wire.server import GroupServer, listen_problem
+    from groupcoord.adapters.wire.server import GroupServer
     from groupcoord.adapters.storage.memory import MemoryStorage
 
     settings: dict[str, str] = {}

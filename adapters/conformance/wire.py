@@ -219,7 +219,7 @@ class _WireRunner(Runner):
 
     def _status(self, sent: _Sent) -> str:
         server = self.server
-        return self.host.call(lambda: server.request_status(sent.peer, sent.correlation_id))
+        return self.host.call(lambda: server.listener.request_status(sent.peer, sent.correlation_id))
 
     def _wait_status(self, sent: _Sent, done: Callable[[str], bool], what: str) -> str:
         deadline = time.monotonic() + _WAIT_S

@@ -26,8 +26,6 @@
 from __future__ import annotations
 
 import asyncio
-import errno
-import socket
 from typing import Any
 
 import attrs
@@ -41,6 +39,7 @@ from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.wire.clock import ManualClock, RealClock
 from groupcoord.adapters.wire.core_loop import CoreLoop
 from groupcoord.adapters.wire.handlers import RequestHandler
+from groupcoord.adapters.wire.listener import Listener
 from groupcoord.adapters.wire.log import Log, NullLog
 from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.wire.pipeline import StoragePipeline
@@ -49,58 +48,7 @@ from groupcoord.adapters.storage.interface import StorageOpenError
 from groupcoord.adapters.storage.interface import Storage
 from groupcoord.adapters.storage.memory import MemoryStorage
 
-_PAUSE_ABOVE = 1 << 20  # buffered bytes of later requests before reading pauses
-
-
 # --- the server -----------------------------------------------------------------------------------
-
-async def _someone_listens(host: str, port: int) -> bool:
-    try:
-        _reader, writer = await asyncio.wait_for(asyncio.open_connection(host or "127.0.0.1", port), 1)
-    except (OSError, asyncio.TimeoutError):
-        return False
-    writer.close()
-    return True
-
-
-def listen_problem(host: str, port: int) -> str | None:
-    """Why the server could not listen on ``host``:``port`` (a name that does not resolve, an
-    address this machine does not have, a port another server listens on), or None: checked
-    before anything is opened, the way ``start`` binds (every address of the name,
-    SO_REUSEADDR). A port held only by connections of a previous process passes (``start``
-    retries it); the bind itself can still fail later (the port taken meanwhile)."""
-    try:
-        addresses = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-    except (socket.gaierror, UnicodeError) as e:
-        return f"--host {host}: {getattr(e, 'strerror', None) or e}"
-    for family, kind, proto, _name, address in addresses:
-        try:
-            s = socket.socket(family, kind, proto)
-        except OSError:  # e.g. no IPv6 on this machine: asyncio skips such an address too
-            continue
-        with s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
-                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
-            try:
-                s.bind(address)
-            except OSError as e:
-                if e.errno == errno.EADDRINUSE and port and not _listens_at(address, family):
-                    continue
-                shown = f"[{address[0]}]" if family == socket.AF_INET6 else address[0]
-                return f"cannot listen on {shown}:{port}: {e.strerror or e}"
-    return None
-
-
-def _listens_at(address: tuple, family: int) -> bool:
-    """A server accepts connections at ``address`` (the wildcard address: on this machine)."""
-    target = ("::1" if family == socket.AF_INET6 else "127.0.0.1") if address[0] in ("0.0.0.0", "::") else address[0]
-    try:
-        with socket.create_connection((target, address[1]), timeout=1):
-            return True
-    except OSError:
-        return False
-
 
 class GroupServer:
     """A Kafka-protocol server around one ``Coordinator``. ``await start()``, then
@@ -118,31 +66,22 @@ class GroupServer:
         self.clock = clock
         self.trace_path = options.trace
         self.log = log or NullLog()
-        self.max_request_bytes = options.max_request_bytes
         self.advertise_bound_port = options.advertise_bound_port
-        self.fetch_wait_cap_ms = options.fetch_wait_cap_ms
-        self.track_requests = options.track_requests
         # Several servers sharing a broker-backed storage: which partitions this one owns is
         # agreed by ``ownership`` (adapters/wire/ownership.py); None = this server owns them all.
         self.ownership = ownership
         self.node_id_from_port = options.node_id_from_port
-        self.bind_retry_s = options.bind_retry_s
         self._loads: dict[int, asyncio.Task] = {}
-        self._new_uuid = options.new_uuid
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
-        self.replies: Replies | None = None  # the units, made by start()
+        self.listener: Listener | None = None  # the units, made by start()
+        self.replies: Replies | None = None
         self.pipeline: StoragePipeline | None = None
         self.core: CoreLoop | None = None
         self.handler: RequestHandler | None = None
-        self.connections: dict[int, _Connection] = {}
-        self.finished: dict[tuple, _Connection] = {}  # closed connections by peer (track_requests)
-        self._next_conn = 0
-        self._tcp: asyncio.base_events.Server | None = None
         self._trace: InstanceRecorder | None = None
         self._trace_flusher: asyncio.TimerHandle | None = None
         self._closing = False
         self._stopped: asyncio.Event | None = None  # created in start()
-        self.stats = {"requests": 0, "connections": 0}
 
     # --- life cycle ---------------------------------------------------------------------------
 
@@ -152,8 +91,8 @@ class GroupServer:
         self._stopped = asyncio.Event()
         if self.clock is None:
             self.clock = RealClock(loop)
-        self._tcp = await self._bind(loop)
-        self.port = self._tcp.sockets[0].getsockname()[1]
+        self.listener = Listener(self.options, self.log)
+        self.port = await self.listener.bind()
         if self.advertise_bound_port and self._config.advertised_port != self.port:
             self._config = attrs.evolve(self._config, advertised_port=self.port)
         if self.node_id_from_port:
@@ -163,7 +102,7 @@ class GroupServer:
             try:
                 await opener()
             except BaseException:
-                self._tcp.close()
+                self.listener.stop_listening()
                 raise
         if self.trace_path:
             self._trace = InstanceRecorder(self.trace_path, f"trace-{self.clock.now_ms()}.jsonl", self.config)
@@ -175,7 +114,7 @@ class GroupServer:
         self.core.start()
         if self.ownership is None:  # else partitions are loaded as the ownership protocol assigns them
             await self._load_all()
-        await self._tcp.start_serving()
+        await self.listener.serve(self.handler)
         self.log("info", "listening", host=self.host, port=self.port, node_id=self.config.node_id,
                  advertised=f"{self.config.advertised_host}:{self.config.advertised_port}",
                  storage=self.storage.name, durable=self.storage.durable,
@@ -188,27 +127,6 @@ class GroupServer:
         if not self.storage.durable:
             self.log("warning", "storage_not_durable", storage=self.storage.name,
                      detail="groups and committed offsets are kept in memory only and are lost when the server stops")
-
-    async def _bind(self, loop: asyncio.AbstractEventLoop) -> asyncio.base_events.Server:
-        """Bind the listener. After a crash, connections of the previous process can linger on
-        the port (orphaned sockets in FIN-WAIT, which SO_REUSEADDR does not cover) and refuse
-        the bind for a while: when nothing listens on the port, keep trying for up to
-        ``bind_retry_s``. A port another server listens on fails at once."""
-        deadline = loop.time() + self.bind_retry_s
-        warned = False
-        while True:
-            try:
-                return await loop.create_server(lambda: _Connection(self), self.host, self.port,
-                                                reuse_address=True, backlog=1024, start_serving=False)
-            except OSError as e:
-                if e.errno != errno.EADDRINUSE or not self.port or loop.time() > deadline \
-                        or await _someone_listens(self.host, self.port):
-                    raise
-                if not warned:
-                    warned = True
-                    self.log("warning", "port_busy_retrying", host=self.host, port=self.port,
-                             detail="connections of a previous process still hold the port; nothing listens on it")
-                await asyncio.sleep(0.1)  # retry interval
 
     @property
     def config(self) -> CoordinatorConfig:
@@ -230,9 +148,8 @@ class GroupServer:
             return
         self._closing = True
         self.core.closing = self.handler.closing = True
-        self.log("info", "shutting_down", reason=reason, connections=len(self.connections))
-        if self._tcp is not None:
-            self._tcp.close()
+        self.log("info", "shutting_down", reason=reason, connections=len(self.listener.connections))
+        self.listener.stop_listening()
         if self.ownership is not None:
             try:  # hand the partitions over: unload them, wait for their writes, leave the group
                 await self.ownership.stop()
@@ -243,34 +160,15 @@ class GroupServer:
         self._loads.clear()
         self.core.unload_owned()
         self.core.cancel_alarm()
-        for conn in list(self.connections.values()):
-            conn.finish_fetch()  # a held Fetch is answered now
-        for conn in list(self.connections.values()):
-            conn.close()
-        deadline = self._loop.time() + 5
-        while self.connections and self._loop.time() < deadline:
-            await asyncio.sleep(0.01)
-        for conn in list(self.connections.values()):
-            conn.abort()
+        await self.listener.close_all()
         if self._trace is not None:
             if self._trace_flusher is not None:
                 self._trace_flusher.cancel()
             self._trace.close()
         await self.storage.close()
-        self.log("info", "stopped", requests=self.stats["requests"], connections=self.stats["connections"])
+        stats = self.listener.stats
+        self.log("info", "stopped", requests=stats["requests"], connections=stats["connections"])
         self._stopped.set()
-
-    def request_status(self, peer: tuple, correlation_id: int) -> str:
-        """Tests (``track_requests``): "answered", "pending", "closed" (the server closed the
-        connection on it) or "unknown" (not received yet) for a request from ``peer``."""
-        for conn in list(self.connections.values()) + [self.finished.get(peer)]:
-            if conn is not None and conn.peer == peer:
-                if correlation_id in conn.answered:
-                    return "answered"
-                if correlation_id in conn.received or conn.closed:
-                    return "closed" if conn.closed else "pending"
-                return "unknown"
-        return "unknown"
 
     async def wait_stopped(self) -> None:
         await self._stopped.wait()
@@ -384,138 +282,3 @@ class GroupServer:
         self._trace_flusher = self._loop.call_later(0.5, flush)
 
     # --- requests ------------------------------------------------------------------------------------
-
-    def _new_connection(self, conn: "_Connection") -> int:
-        self._next_conn += 1
-        self.connections[self._next_conn] = conn
-        self.stats["connections"] += 1
-        return self._next_conn
-
-    def _connection_lost(self, conn: "_Connection") -> None:
-        self.connections.pop(conn.id, None)
-        if self.track_requests:
-            self.finished[conn.peer] = conn
-        self.handler.connection_lost(conn)
-
-
-class _Connection(asyncio.Protocol):
-    """One client connection: frames in, one request at a time, responses in order."""
-
-    def __init__(self, server: GroupServer) -> None:
-        self.server = server
-        self.buf = bytearray()
-        self.busy = False
-        self.closed = False
-        self.in_pump = False
-        self.paused = False
-        self.abandoned = False
-        self.pending_rid: tuple | None = None
-        self.correlation_id: int | None = None
-        self.fetch_timer: asyncio.TimerHandle | None = None
-        self.fetch_data: bytes | None = None
-        self.received: list[int] = []   # correlation ids, when the server tracks requests
-        self.answered: list[int] = []
-        self.transport: asyncio.Transport | None = None
-        self.id = 0
-        self.peer: tuple = ("?", 0)
-        self.peer_text = "?"
-        self.client_host = "/?"
-
-    # asyncio callbacks
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        peer = transport.get_extra_info("peername") or ("?", 0)
-        self.peer = tuple(peer[:2])
-        self.peer_text = f"{peer[0]}:{peer[1]}"
-        self.client_host = "/" + str(peer[0])
-        self.id = self.server._new_connection(self)
-        if self.server.log.threshold <= 10:
-            self.server.log("debug", "connection_open", conn=self.id, peer=self.peer_text)
-
-    def data_received(self, data: bytes) -> None:
-        self.buf += data
-        self._pump()
-
-    def eof_received(self) -> bool:
-        return False  # close our side too
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        if self.fetch_timer is not None:
-            self.fetch_timer.cancel()
-            self.fetch_timer = self.fetch_data = None
-        self.server._connection_lost(self)
-        if self.server.log.threshold <= 10:
-            self.server.log("debug", "connection_closed", conn=self.id, peer=self.peer_text,
-                            parked=self.busy, error=str(exc) if exc else None)
-
-    # requests
-    def _pump(self) -> None:
-        if self.in_pump or self.closed:
-            return
-        self.in_pump = True
-        try:
-            buf = self.buf
-            server = self.server
-            while not self.busy and not self.closed and len(buf) >= 4:
-                size = int.from_bytes(buf[:4], "big", signed=True)
-                if size < 0 or size > server.max_request_bytes:
-                    server.log("warning", "bad_frame", conn=self.id, peer=self.peer_text, size=size,
-                               limit=server.max_request_bytes, error="frame size out of range", action="close")
-                    self.close()
-                    break
-                if len(buf) < 4 + size:
-                    break
-                frame = bytes(buf[4:4 + size])
-                del buf[:4 + size]
-                self.busy = True
-                server.stats["requests"] += 1
-                server.handler.handle_frame(self, frame)
-                if server.track_requests and self.correlation_id is not None:
-                    self.received.append(self.correlation_id)
-            if not self.closed:
-                if self.busy and len(buf) > _PAUSE_ABOVE and not self.paused:
-                    self.paused = True
-                    self.transport.pause_reading()
-                elif self.paused and not (self.busy and len(buf) > _PAUSE_ABOVE):
-                    self.paused = False
-                    self.transport.resume_reading()
-        finally:
-            self.in_pump = False
-
-    def send(self, data: bytes | None) -> None:
-        """The answer to the current request (None: a request Kafka does not answer)."""
-        if not self.closed and data is not None:
-            self.transport.write(data)
-            if self.server.log.threshold <= 10:
-                self.server.log("debug", "response", conn=self.id, correlation_id=self.correlation_id, size=len(data))
-        if self.server.track_requests and self.correlation_id is not None:
-            self.answered.append(self.correlation_id)
-        self.busy = False
-        self.pending_rid = None
-        if not self.in_pump and len(self.buf) >= 4 and not self.closed:
-            # Never handle the next request from inside another event's command loop.
-            self.server._loop.call_soon(self._pump)
-
-    def hold_fetch(self, timer: asyncio.TimerHandle, data: bytes) -> None:
-        self.fetch_timer, self.fetch_data = timer, data
-
-    def finish_fetch(self) -> None:
-        if self.fetch_data is None:
-            return
-        data, self.fetch_data = self.fetch_data, None
-        if self.fetch_timer is not None:
-            self.fetch_timer.cancel()
-            self.fetch_timer = None
-        self.send(data)
-
-    def close(self) -> None:
-        if not self.closed:
-            self.closed = True
-            if self.transport is not None:
-                self.transport.close()
-
-    def abort(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.abort()

@@ -99,7 +99,7 @@ def handled(srv, sock, correlation: int, timeout: float = 5.0) -> str:
     peer = sock.getsockname()[:2]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        status = srv.call(lambda: srv.server.request_status(peer, correlation))
+        status = srv.call(lambda: srv.server.listener.request_status(peer, correlation))
         if status != "unknown":
             return status
         time.sleep(0.001)
