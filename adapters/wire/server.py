@@ -31,7 +31,6 @@ from typing import Any
 import attrs
 
 from groupcoord.adapters.replay.trace_files import InstanceRecorder
-from groupcoord.core import events as ev
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.errors import Error
 
@@ -42,9 +41,9 @@ from groupcoord.adapters.wire.handlers import RequestHandler
 from groupcoord.adapters.wire.listener import Listener
 from groupcoord.adapters.wire.log import Log, NullLog
 from groupcoord.adapters.wire.options import ServerOptions
+from groupcoord.adapters.wire.partitions import Partitions
 from groupcoord.adapters.wire.pipeline import StoragePipeline
 from groupcoord.adapters.wire.replies import Replies
-from groupcoord.adapters.storage.interface import StorageOpenError
 from groupcoord.adapters.storage.interface import Storage
 from groupcoord.adapters.storage.memory import MemoryStorage
 
@@ -71,13 +70,13 @@ class GroupServer:
         # agreed by ``ownership`` (adapters/wire/ownership.py); None = this server owns them all.
         self.ownership = ownership
         self.node_id_from_port = options.node_id_from_port
-        self._loads: dict[int, asyncio.Task] = {}
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self.listener: Listener | None = None  # the units, made by start()
         self.replies: Replies | None = None
         self.pipeline: StoragePipeline | None = None
         self.core: CoreLoop | None = None
         self.handler: RequestHandler | None = None
+        self.partitions: Partitions | None = None
         self._trace: InstanceRecorder | None = None
         self._trace_flusher: asyncio.TimerHandle | None = None
         self._closing = False
@@ -111,9 +110,10 @@ class GroupServer:
         self.pipeline = StoragePipeline(self.storage, self.clock, self.log)
         self.core = CoreLoop(self._config, self.clock, self.log, self.pipeline, self.replies.respond, self._trace)
         self.handler = RequestHandler(self.core, self.replies, self.catalog, self.options, self.log, self.ownership)
+        self.partitions = Partitions(self.core, self.storage, self.log)
         self.core.start()
         if self.ownership is None:  # else partitions are loaded as the ownership protocol assigns them
-            await self._load_all()
+            await self.partitions.load_all()
         await self.listener.serve(self.handler)
         self.log("info", "listening", host=self.host, port=self.port, node_id=self.config.node_id,
                  advertised=f"{self.config.advertised_host}:{self.config.advertised_port}",
@@ -123,7 +123,7 @@ class GroupServer:
                  topics=("*" if self.catalog.open else dict(self.catalog.topics)),
                  trace=self._trace and str(self._trace.path))
         if self.ownership is not None:
-            await self.ownership.start(self, self.handler.node())
+            await self.ownership.start(self.partitions, self.handler.node())
         if not self.storage.durable:
             self.log("warning", "storage_not_durable", storage=self.storage.name,
                      detail="groups and committed offsets are kept in memory only and are lost when the server stops")
@@ -133,13 +133,6 @@ class GroupServer:
         """The coordinator's configuration (the core loop's once started: a reload may replace it)."""
         return self.core.config if self.core is not None else self._config
 
-    async def _load_all(self) -> None:
-        for partition in range(self.config.offsets_topic_num_partitions):
-            records = await self.storage.load(partition)
-            self.core.dispatch(ev.LoadPartition(now_ms=self.clock.now_ms(), partition=partition, records=tuple(records)))
-        self.log("info", "partitions_loaded", count=self.config.offsets_topic_num_partitions,
-                 groups=len(self.core.coordinator.groups()))
-
     async def shutdown(self, reason: str = "requested") -> None:
         """Unload every partition (parked requests are answered NOT_COORDINATOR), flush the
         responses, close the connections and the storage."""
@@ -147,7 +140,7 @@ class GroupServer:
             await self._stopped.wait()
             return
         self._closing = True
-        self.core.closing = self.handler.closing = True
+        self.core.closing = self.handler.closing = self.partitions.closing = True
         self.log("info", "shutting_down", reason=reason, connections=len(self.listener.connections))
         self.listener.stop_listening()
         if self.ownership is not None:
@@ -155,10 +148,7 @@ class GroupServer:
                 await self.ownership.stop()
             except Exception as e:
                 self.log("error", "ownership_stop_failed", error=f"{type(e).__name__}: {e}")
-        for task in self._loads.values():
-            task.cancel()
-        self._loads.clear()
-        self.core.unload_owned()
+        self.partitions.stop()
         self.core.cancel_alarm()
         await self.listener.close_all()
         if self._trace is not None:
@@ -205,70 +195,9 @@ class GroupServer:
         self.replies.abandon_all()
         self.core.cancel_alarm()
         self.core.start(config)
-        await self._load_all()
+        await self.partitions.load_all()
 
     # --- partitions assigned by the ownership protocol ----------------------------------------
-
-    def assign_partitions(self, partitions: set[int]) -> None:
-        """Start serving ``partitions``: each is marked loading at once (requests get
-        COORDINATOR_LOAD_IN_PROGRESS), read from storage in the background, then activated."""
-        for partition in sorted(partitions):
-            if partition in self._loads or self._closing:
-                continue
-            self.core.dispatch(ev.LoadPartition(now_ms=self.clock.now_ms(), partition=partition, loading=True))
-            self._loads[partition] = self._loop.create_task(self._load_partition(partition))
-
-    async def _load_partition(self, partition: int) -> None:
-        backoff = 0.05
-        started = self._loop.time()
-        self.log("info", "partition_loading", partition=partition)
-        try:
-            while True:
-                try:
-                    records = await self.storage.load(partition)
-                    break
-                except asyncio.CancelledError:
-                    raise
-                except Exception as e:  # the broker is away: keep trying while the partition is ours
-                    # (unreadable records: an error, and the partition stays loading; nothing is dropped)
-                    self.log("error" if isinstance(e, StorageOpenError) else "warning", "partition_load_retry",
-                             partition=partition, error=f"{type(e).__name__}: {e}", backoff_s=backoff)
-                    await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, 1.0)
-            if self._loads.get(partition) is not asyncio.current_task() or self._closing:
-                return
-            self.core.dispatch(ev.LoadPartition(now_ms=self.clock.now_ms(), partition=partition, records=tuple(records)))
-            self.log("info", "partition_loaded", partition=partition, records=len(records),
-                     groups=sum(1 for g in self.core.coordinator.groups().values() if g.partition == partition),
-                     ms=round((self._loop.time() - started) * 1000))
-        finally:
-            if self._loads.get(partition) is asyncio.current_task():
-                del self._loads[partition]
-
-    async def revoke_partitions(self, partitions: set[int]) -> None:
-        """Stop serving ``partitions`` (parked requests are answered NOT_COORDINATOR) and wait
-        until every write already sent for them has its answer, so that the next owner's
-        load sees them."""
-        self.unload_partitions(partitions)
-        flush = getattr(self.storage, "flush", None)
-        if flush is not None:
-            if not await flush(set(partitions)):
-                self.log("warning", "revoke_flush_timeout", partitions=sorted(partitions))
-        self.log("info", "partitions_revoked", partitions=sorted(partitions))
-
-    def unload_partitions(self, partitions: set[int]) -> None:
-        for partition in sorted(partitions):
-            task = self._loads.pop(partition, None)
-            if task is not None:
-                task.cancel()
-            if self.core.coordinator is not None and partition in self.core.coordinator.owned_partitions():
-                self.core.dispatch(ev.UnloadPartition(now_ms=self.clock.now_ms(), partition=partition))
-
-    def fence(self, reason: str) -> None:
-        """Ownership is lost (the lease ran out, the broker forgot this member): unload everything now."""
-        owned = set(self.core.coordinator.owned_partitions()) | set(self._loads) if self.core.coordinator else set(self._loads)
-        self.log("warning", "fenced", reason=reason, partitions=sorted(owned))
-        self.unload_partitions(owned)
 
     # --- carrying out the core's commands ------------------------------------------------------
 
