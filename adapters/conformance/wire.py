@@ -112,24 +112,24 @@ class _WireDriver:
 
     def advance(self, ms: int) -> None:
         server = self.runner.server
-        self.runner.host.call(lambda: server.advance(ms))
+        self.runner.host.call(lambda: server.controls.advance(ms))
 
     def hold_writes(self) -> None:
-        self.runner.host.call(self.runner.server.hold_writes)
+        self.runner.host.call(self.runner.server.controls.hold_writes)
 
     def release_writes(self, error: Error | None = None) -> None:
         server = self.runner.server
-        self.runner.host.call(lambda: server.release_writes(error))
+        self.runner.host.call(lambda: server.controls.release_writes(error))
 
     def fail_next_write(self, error: Error) -> None:
         server = self.runner.server
-        self.runner.host.call(lambda: server.fail_next_write(error))
+        self.runner.host.call(lambda: server.controls.fail_next_write(error))
 
     def unload(self) -> None:
-        self.runner.host.call(self.runner.server.unload_all)
+        self.runner.host.call(self.runner.server.controls.unload_all)
 
     def reload(self, config: CoordinatorConfig | None = None) -> None:
-        self.runner.host.run(self.runner.server.reload(config))
+        self.runner.host.run(self.runner.server.controls.reload(config))
 
 
 class _WireRunner(Runner):

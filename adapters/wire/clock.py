@@ -33,7 +33,7 @@ class RealClock:
 
 
 class ManualClock:
-    """Time moves only when the server's ``advance`` is called (tests, the conformance runner)."""
+    """Time moves only when the test controls' ``advance`` is called (tests, the conformance runner)."""
 
     manual = True
 

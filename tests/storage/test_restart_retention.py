@@ -38,7 +38,7 @@ class Process:
                                       clock=ManualClock(now_ms))
 
     def advance(self, ms: int) -> None:
-        self.server.call(lambda: self.server.server.advance(ms))
+        self.server.call(lambda: self.server.server.controls.advance(ms))
         # the writes the expiry made are durable (and their outcomes fed back) before the next step looks
         self.server.run(self.server.server.storage.flush())
         self.server.run(asyncio.sleep(0))
