@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import traceback
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from groupcoord.core import events as ev
 from groupcoord.core.commands import Coordinator as CoordinatorEndpoint
@@ -27,6 +27,9 @@ from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.wire.core_loop import CoreFailure, CoreLoop
 from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.wire.replies import Replies
+
+if TYPE_CHECKING:
+    from groupcoord.adapters.wire.listener import Connection
 
 _CORE_APIS = {kc.API_KEYS[name]: name for name in
               ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch",
@@ -52,10 +55,10 @@ class RequestHandler:
             **{key: self._core_request for key in _CORE_APIS},
         }
 
-    def connection_lost(self, conn: Any) -> None:
+    def connection_lost(self, conn: Connection) -> None:
         self.replies.forget(conn)
 
-    def handle_frame(self, conn: "Connection", frame: bytes) -> None:
+    def handle_frame(self, conn: Connection, frame: bytes) -> None:
         """One request frame (size prefix stripped); the answer goes to ``conn.send``."""
         conn.correlation_id = int.from_bytes(frame[4:8], "big", signed=True) if len(frame) >= 8 else None
         try:
@@ -95,15 +98,15 @@ class RequestHandler:
                      traceback=traceback.format_exc()[-4000:], action="close")
             conn.close()
 
-    def _send_fields(self, conn: "Connection", request: kc.DecodedRequest, fields: dict) -> None:
+    def _send_fields(self, conn: Connection, request: kc.DecodedRequest, fields: dict) -> None:
         body = kc.response_body(request.api_key, request.version, fields)
         conn.send(kc.encode_response(request.api_key, request.version, request.correlation_id, body))
 
-    def _api_versions_unsupported(self, conn: "Connection", correlation_id: int) -> None:
+    def _api_versions_unsupported(self, conn: Connection, correlation_id: int) -> None:
         body = kc.response_body(apis.API_VERSIONS_KEY, 0, apis.api_versions_unsupported())
         conn.send(kc.encode_response(apis.API_VERSIONS_KEY, 0, correlation_id, body))
 
-    def _api_versions(self, conn: "Connection", request: kc.DecodedRequest) -> None:
+    def _api_versions(self, conn: Connection, request: kc.DecodedRequest) -> None:
         self._send_fields(conn, request, apis.api_versions(request.version, kc.to_fields(request.body), self.served))
 
     def node(self) -> apis.Node:
@@ -111,7 +114,7 @@ class RequestHandler:
         config = self.core.config
         return apis.Node(config.node_id, config.advertised_host, config.advertised_port)
 
-    def _metadata(self, conn: "Connection", request: kc.DecodedRequest) -> None:
+    def _metadata(self, conn: Connection, request: kc.DecodedRequest) -> None:
         fields = apis.metadata(request.version, kc.to_fields(request.body), self.catalog, self.node())
         if self.ownership is not None and fields.get("brokers"):
             # every coordinator sharing the storage is a broker of this cluster (ListGroups asks them all)
@@ -119,17 +122,17 @@ class RequestHandler:
                                  for n in self.ownership.peers()]
         self._send_fields(conn, request, fields)
 
-    def _list_offsets(self, conn: "Connection", request: kc.DecodedRequest) -> None:
+    def _list_offsets(self, conn: Connection, request: kc.DecodedRequest) -> None:
         self._send_fields(conn, request, apis.list_offsets(request.version, kc.to_fields(request.body), self.catalog))
 
-    def _produce(self, conn: "Connection", request: kc.DecodedRequest) -> None:
+    def _produce(self, conn: Connection, request: kc.DecodedRequest) -> None:
         fields = apis.produce(request.version, kc.to_fields(request.body), self.catalog)
         if fields is None:
             conn.send(None)  # acks=0: no response
         else:
             self._send_fields(conn, request, fields)
 
-    def _fetch(self, conn: "Connection", request: kc.DecodedRequest) -> None:
+    def _fetch(self, conn: Connection, request: kc.DecodedRequest) -> None:
         fields = kc.to_fields(request.body)
         response = apis.fetch(request.version, fields, self.catalog)
         body = kc.response_body(request.api_key, request.version, response)
@@ -140,7 +143,7 @@ class RequestHandler:
         else:
             conn.hold_fetch(asyncio.get_running_loop().call_later(wait_ms / 1000, conn.finish_fetch), data)
 
-    def _core_request(self, conn: "Connection", request: kc.DecodedRequest) -> None:
+    def _core_request(self, conn: Connection, request: kc.DecodedRequest) -> None:
         api = _CORE_APIS[request.api_key]
         fields = kc.to_fields(request.body)
         extra = None

@@ -9,7 +9,7 @@ same few values over and over, so their encoded bodies are cached.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -18,13 +18,16 @@ from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.protocol.translate import response_fields
 from groupcoord.adapters.wire import broker_apis as apis
 
+if TYPE_CHECKING:
+    from groupcoord.adapters.wire.listener import Connection
+
 # Responses whose encoding is worth caching (the same value answers many requests).
 _CACHEABLE = (HeartbeatResponse, OffsetCommitResponse)
 
 
 @attrs.define(slots=True)
 class _Pending:
-    conn: Any
+    conn: Connection
     api_key: int
     api: str
     version: int
@@ -38,13 +41,13 @@ class Replies:
         self._pending: dict[tuple, _Pending] = {}  # request id -> the request waiting for the core
         self._encoded: dict[tuple, bytes] = {}  # encoded bodies of frequent, repeated responses
 
-    def park(self, request_id: tuple, conn: Any, request: kc.DecodedRequest, api: str, extra: Any) -> None:
+    def park(self, request_id: tuple, conn: Connection, request: kc.DecodedRequest, api: str, extra: Any) -> None:
         """``request`` waits for the core's answer to ``request_id``."""
         self._pending[request_id] = _Pending(conn, request.api_key, api, request.version, request.correlation_id,
                                              extra)
         conn.pending_rid = request_id
 
-    def forget(self, conn: Any) -> None:
+    def forget(self, conn: Connection) -> None:
         """``conn`` is gone: an answer to its request is dropped."""
         if conn.pending_rid is not None:
             self._pending.pop(conn.pending_rid, None)
