@@ -35,8 +35,8 @@ async def _someone_listens(host: str, port: int) -> bool:
 def listen_problem(host: str, port: int) -> str | None:
     """Why the server could not listen on ``host``:``port`` (a name that does not resolve, an
     address this machine does not have, a port another server listens on), or None: checked
-    before anything is opened, the way ``start`` binds (every address of the name,
-    SO_REUSEADDR). A port held only by connections of a previous process passes (``start``
+    before anything is opened, the way ``Listener.bind`` binds (every address of the name,
+    SO_REUSEADDR). A port held only by connections of a previous process passes (``bind``
     retries it); the bind itself can still fail later (the port taken meanwhile)."""
     try:
         addresses = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
@@ -73,11 +73,11 @@ def _listens_at(address: tuple, family: int) -> bool:
 
 class Listener:
     def __init__(self, options: ServerOptions, log: Any) -> None:
-        self.options = options
         self.log = log
         self.host = options.host
         self.port = options.port
-        self.max_request_bytes = options.max_request_bytes
+        self.bind_retry_s = options.bind_retry_s
+        self.max_request_bytes = options.max_request_bytes  # read by every connection, per frame
         self.track_requests = options.track_requests
         self.handler: Any = None  # the request handler, given by serve()
         self.loop: asyncio.AbstractEventLoop | None = None  # bind()'s
@@ -88,12 +88,13 @@ class Listener:
         self._tcp: asyncio.base_events.Server | None = None
 
     async def bind(self) -> int:
-        """Bind the listening socket (not accepting yet); the bound port. After a crash, connections of the previous process can linger on
-        the port (orphaned sockets in FIN-WAIT, which SO_REUSEADDR does not cover) and refuse
-        the bind for a while: when nothing listens on the port, keep trying for up to
-        ``bind_retry_s``. A port another server listens on fails at once."""
+        """Bind the listening socket (not accepting yet); returns the bound port. After a crash,
+        connections of the previous process can linger on the port (orphaned sockets in
+        FIN-WAIT, which SO_REUSEADDR does not cover) and refuse the bind for a while: when
+        nothing listens on the port, keep trying for up to ``bind_retry_s``. A port another
+        server listens on fails at once."""
         loop = self.loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.options.bind_retry_s
+        deadline = loop.time() + self.bind_retry_s
         warned = False
         while True:
             try:
