@@ -214,17 +214,22 @@ def balanced(workers: list[Worker], partitions: int = 6) -> bool:
 
 
 class InProcessServer:
-    """A GroupServer on an event loop in a background thread (for tests that reach into it)."""
+    """A GroupServer on an event loop in a background thread (for tests that reach into it).
+    Keywords: the server's parts (config, catalog, storage, clock, log, ownership) and
+    ``ServerOptions`` fields."""
 
     def __init__(self, **kwargs: Any) -> None:
+        from groupcoord.adapters.wire.options import ServerOptions
         from groupcoord.adapters.wire.server import GroupServer
 
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
+        parts = {k: kwargs.pop(k) for k in ("config", "catalog", "storage", "clock", "log", "ownership") if k in kwargs}
         kwargs.setdefault("host", "127.0.0.1")
         kwargs.setdefault("port", 0)
-        self.server = self.call(lambda: GroupServer(**kwargs))
+        options = ServerOptions(**kwargs)
+        self.server = self.call(lambda: GroupServer(**parts, options=options))
         self.run(self.server.start())
         self.port = self.server.port
 

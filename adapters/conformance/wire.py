@@ -31,7 +31,9 @@ from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.wire.broker_apis import TopicCatalog
 from groupcoord.adapters.conformance.scenarios import (Result, ScenarioFailure, hexed, Runner, read_scenario, run_steps,
                           scenario_config)
-from groupcoord.adapters.wire.server import GroupServer, ManualClock
+from groupcoord.adapters.wire.clock import ManualClock
+from groupcoord.adapters.wire.options import ServerOptions
+from groupcoord.adapters.wire.server import GroupServer
 from groupcoord.adapters.storage.memory import MemoryStorage
 
 _WAIT_S = 5.0
@@ -92,7 +94,7 @@ class _GroupsView:
 
     def group(self, group_id: str):
         server = self.runner.server
-        return self.runner.host.call(lambda: server.coordinator.group(group_id))
+        return self.runner.host.call(lambda: server.core.coordinator.group(group_id))
 
 
 class _WireDriver:
@@ -109,22 +111,22 @@ class _WireDriver:
         return self.runner.server.config
 
     def advance(self, ms: int) -> None:
-        self.runner.host.call(self.runner.server.advance, ms)
+        self.runner.host.call(self.runner.server.controls.advance, ms)
 
     def hold_writes(self) -> None:
-        self.runner.host.call(self.runner.server.hold_writes)
+        self.runner.host.call(self.runner.server.controls.hold_writes)
 
     def release_writes(self, error: Error | None = None) -> None:
-        self.runner.host.call(self.runner.server.release_writes, error)
+        self.runner.host.call(self.runner.server.controls.release_writes, error)
 
     def fail_next_write(self, error: Error) -> None:
-        self.runner.host.call(self.runner.server.fail_next_write, error)
+        self.runner.host.call(self.runner.server.controls.fail_next_write, error)
 
     def unload(self) -> None:
-        self.runner.host.call(self.runner.server.unload_all)
+        self.runner.host.call(self.runner.server.controls.unload_all)
 
     def reload(self, config: CoordinatorConfig | None = None) -> None:
-        self.runner.host.run(self.runner.server.reload(config))
+        self.runner.host.run(self.runner.server.controls.reload(config))
 
 
 class _WireRunner(Runner):
@@ -140,9 +142,9 @@ class _WireRunner(Runner):
     def start(self, config: dict, topics: dict | None) -> None:
         cfg = scenario_config(config, topics)
         catalog = TopicCatalog(dict(topics)) if topics is not None else TopicCatalog(open=True)
-        self.server = self.host.call(lambda: GroupServer(
-            cfg, catalog, host="127.0.0.1", port=0, clock=ManualClock(0), storage=MemoryStorage(),
-            advertise_bound_port=False, track_requests=True))
+        options = ServerOptions(host="127.0.0.1", port=0, advertise_bound_port=False, track_requests=True)
+        self.server = self.host.call(lambda: GroupServer(cfg, catalog, options=options, clock=ManualClock(0),
+                                                         storage=MemoryStorage()))
         self.host.run(self.server.start())
         self.driver = _WireDriver(self)  # type: ignore[assignment]
 
@@ -201,7 +203,7 @@ class _WireRunner(Runner):
 
     def _status(self, sent: _Sent) -> str:
         server = self.server
-        return self.host.call(lambda: server.request_status(sent.peer, sent.correlation_id))
+        return self.host.call(lambda: server.listener.request_status(sent.peer, sent.correlation_id))
 
     def _wait_status(self, sent: _Sent, done: Callable[[str], bool], what: str) -> str:
         deadline = time.monotonic() + _WAIT_S

@@ -244,7 +244,7 @@ def test_serve_trace_records_a_trace_that_replays_to_the_same_commands(tmp_path)
     assert [r["seq"] for r in traced] == list(range(len(traced)))
     assert all(isinstance(r["ts_ms"], int) and r["ts_ms"] > 1_600_000_000_000 for r in traced)  # wall clock
     meta = json.loads((tmp_path / "meta.json").read_text())
-    assert meta["scope"] == "instance" and meta["format"] == "groupcoord-trace" and meta["v"] == 1
+    assert meta["scope"] == "instance" and meta["format"] == "groupcoord-trace" and meta["v"] == trace_format.VERSION
     assert meta["config"]["advertised.port"] == server.port
     assert meta["config"]["group.initial.rebalance.delay.ms"] == 0
     config = CoordinatorConfig.from_kafka(meta["config"])

@@ -18,7 +18,7 @@ from server_harness import InProcessServer, ServerProcess, wait_until
 
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.client.kafka_client import KafkaClient
-from groupcoord.adapters.wire.server import ManualClock
+from groupcoord.adapters.wire.clock import ManualClock
 from groupcoord.adapters.storage.sqlite import SqliteStorage
 from groupcoord.core.config import CoordinatorConfig
 
@@ -38,7 +38,7 @@ class Process:
                                       clock=ManualClock(now_ms))
 
     def advance(self, ms: int) -> None:
-        self.server.call(lambda: self.server.server.advance(ms))
+        self.server.call(lambda: self.server.server.controls.advance(ms))
         # the writes the expiry made are durable (and their outcomes fed back) before the next step looks
         self.server.run(self.server.server.storage.flush())
         self.server.run(asyncio.sleep(0))
@@ -86,7 +86,7 @@ class Process:
                 # the join completes on its timer (delay 0): fire it once the join is parked
                 server = self.server.server
                 for _ in range(500):
-                    state = self.server.call(lambda: server.coordinator.group(group_id))
+                    state = self.server.call(lambda: server.core.coordinator.group(group_id))
                     if state is not None and state.state.value == "PreparingRebalance":
                         break
                     await asyncio.sleep(0.01)  # polling for the server to take the request

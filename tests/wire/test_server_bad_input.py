@@ -19,7 +19,7 @@ from server_harness import InProcessServer
 
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.protocol import codec as kc
-from groupcoord.adapters.wire.server import Log
+from groupcoord.adapters.wire.log import Log
 from groupcoord.core.config import CoordinatorConfig
 
 CONFIG = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=10,
@@ -99,7 +99,7 @@ def handled(srv, sock, correlation: int, timeout: float = 5.0) -> str:
     peer = sock.getsockname()[:2]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        status = srv.call(lambda: srv.server.request_status(peer, correlation))
+        status = srv.call(lambda: srv.server.listener.request_status(peer, correlation))
         if status != "unknown":
             return status
         time.sleep(0.001)
@@ -177,9 +177,9 @@ def test_clients_vanishing_with_parked_requests(srv):
         assert_alive(srv)
     # the group expires its vanished members and the coordinator keeps serving it
     deadline = time.monotonic() + 10
-    while srv.call(lambda: srv.server.coordinator.group("vanish").members) and time.monotonic() < deadline:
+    while srv.call(lambda: srv.server.core.coordinator.group("vanish").members) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert srv.call(lambda: srv.server.coordinator.group("vanish").members) == {}
+    assert srv.call(lambda: srv.server.core.coordinator.group("vanish").members) == {}
     assert_alive(srv)
 
 

@@ -431,13 +431,13 @@ def test_a_client_vanishing_with_a_parked_join_does_not_stop_the_group(server):
     ma, joined = run(main())
     assert joined["error_code"] == 0 and joined["generation_id"] == 2
     # the vanished member's session expires; the group rebalances without it
-    wait_until(lambda: ma not in server.call(lambda: server.server.coordinator.group("vanish").members), 10,
+    wait_until(lambda: ma not in server.call(lambda: server.server.core.coordinator.group("vanish").members), 10,
                "the vanished member to expire")
 
 
 @pytest.mark.parametrize("version", range(0, 5))
 def test_the_heartbeat_fast_path_builds_what_request_event_builds(version):
-    from groupcoord.adapters.wire.server import heartbeat_event
+    from groupcoord.adapters.wire.handlers import heartbeat_event
     from groupcoord.adapters.protocol.translate import request_event
 
     body = {"group_id": "g", "generation_id": 3, "member_id": "m", "group_instance_id": "i" if version >= 3 else None}
@@ -499,7 +499,7 @@ def test_slow_writes_hold_the_commit_and_the_results_behind_it():
 
 def test_a_failing_storage_fails_the_commit_not_the_server():
     import io as _io
-    from groupcoord.adapters.wire.server import Log
+    from groupcoord.adapters.wire.log import Log
 
     stream = _io.StringIO()
     s = InProcessServer(config=CONFIG, catalog=apis.TopicCatalog({"t6": 6}), storage=_SlowStorage(broken=True),
