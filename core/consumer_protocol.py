@@ -237,7 +237,7 @@ def decode_assignment(data: bytes) -> Assignment:
     if len(data) < 2:
         raise ConsumerProtocolError(f"assignment: {len(data)} bytes, at least the version (2) expected")
     r = ByteReader(data, "assignment")
-    version = r.version()
+    r.version()  # any version reads as version 0's fields (later ones only add at the end)
     partitions = r.topic_partitions()
     user_data = r.nullable_bytes() if not r.at_end() else None
     return Assignment(partitions, user_data)
