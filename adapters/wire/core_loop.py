@@ -17,6 +17,7 @@ from groupcoord.core import events as ev
 from groupcoord.core.commands import Write
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator
+from groupcoord.adapters.runtime.alarm import Alarm
 from groupcoord.adapters.runtime.runner import CommandRunner
 from groupcoord.adapters.runtime.timers import TimerTable
 from groupcoord.adapters.wire.log import GroupStateLog
@@ -40,8 +41,7 @@ class CoreLoop:
         self.runner: CommandRunner | None = None
         self.timers = TimerTable()
         self.closing = False  # set by the server's shutdown: no new alarms
-        self._alarm: Any = None
-        self._alarm_at: int | None = None
+        self._alarm = Alarm(self.clock, self._on_alarm)
 
     def start(self, config: CoordinatorConfig | None = None) -> None:
         """A fresh coordinator instance (on ``config``, if given), and the runner that carries
@@ -107,21 +107,12 @@ class CoreLoop:
     def set_alarm(self) -> None:
         if self.clock.manual or self.closing:
             return
-        deadline = self.timers.next_deadline()
-        if deadline == self._alarm_at:
-            return
-        if self._alarm is not None:
-            self._alarm.cancel()
-        self._alarm_at = deadline
-        self._alarm = None if deadline is None else self.clock.call_at(deadline, self._on_alarm)
+        self._alarm.set(self.timers.next_deadline())
 
     def cancel_alarm(self) -> None:
-        if self._alarm is not None:
-            self._alarm.cancel()
-            self._alarm = self._alarm_at = None
+        self._alarm.cancel()
 
     def _on_alarm(self) -> None:
-        self._alarm = self._alarm_at = None
         self.fire_due()
         self.set_alarm()
 
