@@ -22,6 +22,6 @@ def test_bench_storage_quick_prints_json_lines_last():
     assert values["sqlite_commits_per_s_64"] > 2 * values["sqlite_commits_per_s_1"], values
     assert values["sqlite_reload_groups"] == 1_000 and values["sqlite_reload_offsets"] == 100_000
     if tansu_binary() is not None:
-        assert values["broker_commits_per_s_64"] > 2 * values["broker_commits_per_s_1"], values
+        assert values["broker_commits_per_s_64"] > values["broker_commits_per_s_1"], values  # pipelined
         assert values["broker_reload_offsets"] == 100_000
     assert out.stdout.rstrip().splitlines()[-1].startswith("{")
