@@ -407,6 +407,11 @@ SESSION = often(st.integers(MIN_SESSION, MAX_SESSION), INT32,
 # units: an astral character counts two).
 METADATA = st.one_of(st.none(), TEXT, st.builds(
     lambda n, ch: ch * n, st.sampled_from([2047, 2048, 2049, 4095, 4096, 4097]), st.sampled_from(["a", "é", "😀"])))
+# OffsetCommit v2-4's retention: any int64 for Kafka; kio's timedelta takes up to about ±8.64e16
+# ms to encode (a client's limit, drawn within), and decodes only up to ±(2^63 - 1) / 1000.
+RETENTION_ENCODED = (-86_399_999_913_600_000, 86_399_999_913_599_999)
+RETENTION = st.integers(*RETENTION_ENCODED)
+KIO_DECODES_MS = 9_223_372_036_854_774
 STATES = ("Stable", "Empty", "Dead", "PreparingRebalance", "CompletingRebalance")
 TYPES = ("classic", "consumer", "share", "unknown")
 # Around a filter value: what Java's String.trim() removes (code points up to U+0020) and what
@@ -467,6 +472,8 @@ def shaped(api: str, v: int) -> dict:
         return {"group_id": GROUP_ID}
     if api == "OffsetCommit":
         return {"group_id": st.just(Fresh()),
+                "retention_time_ms": often(st.sampled_from([-1, 0, 60_000]), RETENTION, st.sampled_from(
+                    [KIO_DECODES_MS, KIO_DECODES_MS + 1, -KIO_DECODES_MS - 1, RETENTION_ENCODED[1]])),
                 "generation_id_or_member_epoch": st.one_of(st.sampled_from([-1, -2, 0, 1]), INT32),
                 "topics": _topics({"committed_offset": INT64, "committed_leader_epoch": INT32,
                                    "committed_metadata": METADATA})}
@@ -536,13 +543,23 @@ def java_trim(text: str) -> str:
 #   (Kafka: not at all); not in spec/deviations.md;
 # * ApiVersions v3+: a software name or version ending in a newline is accepted ('$' in the
 #   broker APIs' pattern matches before it), and the INVALID_REQUEST answer lists every served
-#   API (Kafka's lists none); not in spec/deviations.md.
+#   API (Kafka's lists none); not in spec/deviations.md;
+# * OffsetCommit v2-4 with a retention beyond what kio decodes: the connection is closed as
+#   for a malformed frame, where Kafka answers; not in spec/deviations.md.
 
 def deviation(kafka, server, why: str):
     """Where this server is known to answer otherwise than Kafka: returns ``server``, what it
     answers (and what is checked); ``kafka`` is what Kafka answers, ``why`` where it is told."""
     event(f"known deviation: {why}")
     return server
+
+
+def closes(api: str, v: int, r: dict) -> bool:
+    """The server closes the connection on this request, which Kafka answers."""
+    if api == "OffsetCommit" and 2 <= v <= 4 and abs(r["retention_time_ms"]) > KIO_DECODES_MS:
+        return deviation("an answer", "the connection closed", "OffsetCommit v2-4 retention_time_ms beyond "
+                         "±(2^63 - 1) / 1000: kio cannot decode it (not in spec/deviations.md)")
+    return False
 
 
 def expect_join(v, r, got) -> str:
@@ -772,12 +789,16 @@ def test_fuzz_requests_get_kafkas_answer(srv, api, data, correlation):
     try:
         sock.sendall(request(api_key, v, body, correlation))
         # each is answered: a new member's join once the initial delay (0 here) is over
-        assert answered(srv, sock, correlation) == "answered"
-        got_correlation, response = kc.decode_response(api_key, v, read_frame(sock))
+        status = answered(srv, sock, correlation)
+        if status == "answered":
+            got_correlation, response = kc.decode_response(api_key, v, read_frame(sock))
     finally:
         hang_up(srv, sock)
-    assert got_correlation == correlation
-    event(EXPECT[api](v, body, kc.to_fields(response)))
+    if closes(api, v, body):
+        assert status == "closed"
+    else:
+        assert status == "answered" and got_correlation == correlation
+        event(EXPECT[api](v, body, kc.to_fields(response)))
     assert internal_errors(srv) == []
 
 
