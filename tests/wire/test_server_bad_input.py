@@ -348,7 +348,7 @@ def hostile_requests(draw):
     return api_key, version, body
 
 
-@fuzz(300)
+@fuzz(200)
 @given(req=hostile_requests(), correlation=st.integers(-2**31, 2**31 - 1), vanish=st.booleans())
 def test_fuzz_well_formed_hostile_requests(srv, req, correlation, vanish):
     """Any served API and version, every field as kio's types allow, on groups that every
@@ -778,7 +778,7 @@ def test_every_group_api_has_an_expectation():
 
 
 @pytest.mark.parametrize("api", sorted(EXPECT))
-@fuzz(30)
+@fuzz(25)
 @given(data=st.data(), correlation=st.integers(-2**31, 2**31 - 1))
 def test_fuzz_requests_get_kafkas_answer(srv, api, data, correlation):
     assert internal_errors(srv) == []
