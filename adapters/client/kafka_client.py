@@ -92,6 +92,16 @@ class KafkaClient:
             v -= 1
         return v
 
+    @property
+    def local_address(self) -> tuple:
+        """(host, port) of this end of the connection: who the broker sees sending."""
+        return tuple(self._writer.get_extra_info("sockname")[:2])
+
+    @property
+    def last_correlation_id(self) -> int:
+        """The correlation id of the request sent last."""
+        return self._correlation
+
     def send(self, api_key: int, fields: dict, version: int | None = None) -> asyncio.Future:
         """Send a request now; the future gets the response fields."""
         if version is None:

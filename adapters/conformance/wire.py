@@ -9,7 +9,8 @@ the server's test controls (the control channel), never through the core directl
 
 A request counts as answered when the server has written its response; ``expect`` then reads
 it from the socket. To know that, the runner asks the server (thread-safely) whether it has
-received and answered the request with that correlation id on that connection.
+received and answered the request with that correlation id on that connection; after a
+``send`` it waits, through the server's test controls, until the server has handled it.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import select
 import socket
 import struct
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -178,7 +178,7 @@ class _WireRunner(Runner):
         self.sent[name] = (api, version)
         sock.sendall(frame)
         # Wait until the server has handled it (answered or parked).
-        status = self._wait_status(sent, lambda s: s != "unknown", f"the server to receive {name}")
+        status = self._wait_handled(sent, name)
         if status == "closed":
             raise ScenarioFailure(f"the server closed the connection on {name}")
         self.inflight[name] = sent
@@ -205,17 +205,13 @@ class _WireRunner(Runner):
         server = self.server
         return self.host.call(lambda: server.listener.request_status(sent.peer, sent.correlation_id))
 
-    def _wait_status(self, sent: _Sent, done: Callable[[str], bool], what: str) -> str:
-        deadline = time.monotonic() + _WAIT_S
-        delay = 0.0002
-        while True:
+    def _wait_handled(self, sent: _Sent, name: str) -> str:
+        controls = self.server.controls
+        try:
+            return self.host.run(controls.request_handled(sent.peer, sent.correlation_id, _WAIT_S), _WAIT_S + 5)
+        except TimeoutError:
             status = self._status(sent)
-            if done(status):
-                return status
-            if time.monotonic() > deadline:
-                raise ScenarioFailure(f"timed out waiting for {what} (status {status})")
-            time.sleep(delay)
-            delay = min(delay * 2, 0.01)
+            raise ScenarioFailure(f"timed out waiting for the server to receive {name} (status {status})") from None
 
     def _collect(self, name: str) -> bool:
         """Read ``name``'s response if the server has answered it; True if it has one."""

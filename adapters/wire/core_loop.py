@@ -6,6 +6,8 @@ Every event goes through ``dispatch``: the core handles it, ``Respond`` goes to 
 outcomes of finished writes are fed back in write order and the alarm is set to the next
 deadline (a real clock only: on a manual clock time moves by the test controls). A core that
 raises is logged with its event (``CoreFailure``); the loop carries on with the next event.
+Each event handled is counted (``events_handled``) and told to the server's ``watch.Changes``:
+tests wait on the core's state, its timers included, rather than sleeping.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from groupcoord.adapters.runtime.alarm import Alarm
 from groupcoord.adapters.runtime.runner import CommandRunner
 from groupcoord.adapters.runtime.timers import TimerTable
 from groupcoord.adapters.wire.log import GroupStateLog
+from groupcoord.adapters.wire.watch import Changes
 
 
 class CoreFailure(Exception):
@@ -29,8 +32,10 @@ class CoreFailure(Exception):
 
 class CoreLoop:
     def __init__(self, config: CoordinatorConfig, clock: Any, log: Any, pipeline: Any,
-                 respond: Callable[[Any, Any], None], recorder: Any = None) -> None:
+                 respond: Callable[[Any, Any], None], recorder: Any = None, changes: Changes | None = None) -> None:
         self.config = config
+        self.changes = changes if changes is not None else Changes()
+        self.events_handled = 0  # by every coordinator instance of this loop
         self.clock = clock
         self.log = log
         self.pipeline = pipeline
@@ -62,7 +67,11 @@ class CoreLoop:
         self.set_alarm()
 
     def handle(self, event: Any) -> None:
-        self.runner.feed(event)
+        try:
+            self.runner.feed(event)
+        finally:
+            self.events_handled += 1
+            self.changes.changed()
         if self.log.threshold <= 20:
             self.groups.note(event, self.coordinator)
 

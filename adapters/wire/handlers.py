@@ -2,7 +2,9 @@
 answered at once by the broker APIs (``broker_apis``) or made into a core event.
 
 Group and offset APIs become core events (``protocol.translate.request_event``; request
-ids are ``(connection id, correlation id)``) parked in the replies until the core answers.
+ids are ``(connection id, correlation id)``) parked in the replies until the core answers;
+one the core does not answer at once is logged ``parked`` at debug level (what a test of a
+server process waits for before it acts on the parked request).
 Before the core sees them, KafkaApis' own checks are made here: partitions of unknown topics
 in OffsetCommit/OffsetDelete are answered without it, and with several coordinators
 (``ownership``) FindCoordinator is answered from the ownership map. A request that cannot be
@@ -176,6 +178,9 @@ class RequestHandler:
             self.replies.respond(rid, self._find_coordinator(event))
             return
         self.core.dispatch(event)
+        if self.log.threshold <= 10 and conn.pending_rid == rid:
+            self.log("debug", "parked", conn=conn.id, api=api, correlation_id=request.correlation_id,
+                     client_id=request.client_id)
 
     def _find_coordinator(self, event: ev.FindCoordinator) -> FindCoordinatorResponse:
         """Several coordinators: the owner of the group's partition, wherever it is (Kafka's

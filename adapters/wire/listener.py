@@ -9,6 +9,11 @@
   channel until its request is answered, the next request on a connection is only read once
   the previous one has been answered. So responses go out in request order, and a parked
   JoinGroup/SyncGroup holds only its own connection.
+
+Tests see what happens to their requests (``ServerOptions.track_requests``): each
+connection remembers the correlation ids it handled and answered (``request_status``), the
+listener the order of all answers (``answers``), and every change is told to the server's
+``watch.Changes`` so that a test waits for the status it needs rather than sleeping.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import socket
 from typing import Any
 
 from groupcoord.adapters.wire.options import ServerOptions
+from groupcoord.adapters.wire.watch import Changes
 
 _PAUSE_ABOVE = 1 << 20  # buffered bytes of later requests before reading pauses
 
@@ -72,8 +78,9 @@ def _listens_at(address: tuple, family: int) -> bool:
 
 
 class Listener:
-    def __init__(self, options: ServerOptions, log: Any) -> None:
+    def __init__(self, options: ServerOptions, log: Any, changes: Changes | None = None) -> None:
         self.log = log
+        self.changes = changes if changes is not None else Changes()
         self.host = options.host
         self.port = options.port
         self.bind_retry_s = options.bind_retry_s
@@ -83,6 +90,7 @@ class Listener:
         self.loop: asyncio.AbstractEventLoop | None = None  # bind()'s
         self.connections: dict[int, Connection] = {}
         self.finished: dict[tuple, Connection] = {}  # closed connections by peer (track_requests)
+        self.answers: list[tuple[tuple, int]] = []  # (peer, correlation id) in answer order (track_requests)
         self.stats = {"requests": 0, "connections": 0}
         self._next_conn = 0
         self._tcp: asyncio.base_events.Server | None = None
@@ -136,6 +144,7 @@ class Listener:
         self._next_conn += 1
         self.connections[self._next_conn] = conn
         self.stats["connections"] += 1
+        self.finished.pop(conn.peer, None)  # an earlier connection from the same address and port
         return self._next_conn
 
     def lost(self, conn: Connection) -> None:
@@ -144,17 +153,45 @@ class Listener:
             self.finished[conn.peer] = conn
         self.handler.connection_lost(conn)
 
+    def _connection(self, peer: tuple) -> Connection | None:
+        """The connection from ``peer``: the open one, else the last one lost (track_requests)."""
+        for conn in self.connections.values():
+            if conn.peer == peer:
+                return conn
+        return self.finished.get(peer)
+
     def request_status(self, peer: tuple, correlation_id: int) -> str:
-        """Tests (``track_requests``): "answered", "pending", "closed" (the server closed the
-        connection on it) or "unknown" (not received yet) for a request from ``peer``."""
-        for conn in list(self.connections.values()) + [self.finished.get(peer)]:
-            if conn is not None and conn.peer == peer:
-                if correlation_id in conn.answered:
-                    return "answered"
-                if correlation_id in conn.received or conn.closed:
-                    return "closed" if conn.closed else "pending"
-                return "unknown"
-        return "unknown"
+        """Tests (``track_requests``), for a request from ``peer``:
+
+        * "answered": its answer was written (or, Produce with acks=0, it needs none);
+        * "pending": handled and waiting for its answer (parked in the core, a held Fetch);
+        * "queued": a whole frame in the connection's buffer, behind the request in progress;
+        * "closed": the connection was closed with it unanswered (by either side);
+        * "unknown": not (wholly) received yet."""
+        conn = self._connection(peer)
+        if conn is None:
+            return "unknown"
+        if correlation_id in conn.answered:
+            return "answered"
+        if correlation_id in conn.received or conn.closed:
+            return "closed" if conn.closed else "pending"
+        return "queued" if conn.holds_frame(correlation_id) else "unknown"
+
+    def connection_status(self, peer: tuple) -> str:
+        """Tests (``track_requests``), for the connection from ``peer``: "open", "closing" (the
+        server closed it), "lost" (gone, whoever closed it) or "unknown" (not accepted yet)."""
+        conn = self._connection(peer)
+        if conn is None:
+            return "unknown"
+        if conn.id not in self.connections:
+            return "lost"
+        return "closing" if conn.closed else "open"
+
+    def frames_handled(self, peer: tuple) -> int:
+        """Tests (``track_requests``): how many frames the connection from ``peer`` handed to
+        the request handler (a frame without a correlation id too)."""
+        conn = self._connection(peer)
+        return 0 if conn is None else conn.frames
 
 
 class Connection(asyncio.Protocol):
@@ -174,6 +211,7 @@ class Connection(asyncio.Protocol):
         self.fetch_data: bytes | None = None
         self.received: list[int] = []   # correlation ids, when the server tracks requests
         self.answered: list[int] = []
+        self.frames = 0  # frames handed to the request handler
         self.transport: asyncio.Transport | None = None
         self.id = 0
         self.peer: tuple = ("?", 0)
@@ -190,6 +228,7 @@ class Connection(asyncio.Protocol):
         self.id = self.listener.opened(self)
         if self.listener.log.threshold <= 10:
             self.listener.log("debug", "connection_open", conn=self.id, peer=self.peer_text)
+        self.listener.changes.changed()
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
@@ -207,6 +246,7 @@ class Connection(asyncio.Protocol):
         if self.listener.log.threshold <= 10:
             self.listener.log("debug", "connection_closed", conn=self.id, peer=self.peer_text,
                               parked=self.busy, error=str(exc) if exc else None)
+        self.listener.changes.changed()
 
     # requests
     def _pump(self) -> None:
@@ -230,6 +270,7 @@ class Connection(asyncio.Protocol):
                 self.busy = True
                 listener.stats["requests"] += 1
                 listener.handler.handle_frame(self, frame)
+                self.frames += 1
                 if listener.track_requests and self.correlation_id is not None:
                     self.received.append(self.correlation_id)
             if not self.closed:
@@ -241,6 +282,19 @@ class Connection(asyncio.Protocol):
                     self.transport.resume_reading()
         finally:
             self.in_pump = False
+        self.listener.changes.changed()
+
+    def holds_frame(self, correlation_id: int) -> bool:
+        """A whole request frame with ``correlation_id`` waits in the buffer (tests)."""
+        buf, at = self.buf, 0
+        while len(buf) - at >= 12:
+            size = int.from_bytes(buf[at:at + 4], "big", signed=True)
+            if size < 8 or len(buf) - at - 4 < size:
+                return False
+            if int.from_bytes(buf[at + 8:at + 12], "big", signed=True) == correlation_id:
+                return True
+            at += 4 + size
+        return False
 
     def send(self, data: bytes | None) -> None:
         """The answer to the current request (None: a request Kafka does not answer)."""
@@ -250,11 +304,13 @@ class Connection(asyncio.Protocol):
                 self.listener.log("debug", "response", conn=self.id, correlation_id=self.correlation_id, size=len(data))
         if self.listener.track_requests and self.correlation_id is not None:
             self.answered.append(self.correlation_id)
+            self.listener.answers.append((self.peer, self.correlation_id))
         self.busy = False
         self.pending_rid = None
         if not self.in_pump and len(self.buf) >= 4 and not self.closed:
             # Never handle the next request from inside another event's command loop.
             self.listener.loop.call_soon(self._pump)
+        self.listener.changes.changed()
 
     def hold_fetch(self, timer: asyncio.TimerHandle, data: bytes) -> None:
         self.fetch_timer, self.fetch_data = timer, data
@@ -273,6 +329,7 @@ class Connection(asyncio.Protocol):
             self.closed = True
             if self.transport is not None:
                 self.transport.close()
+            self.listener.changes.changed()
 
     def abort(self) -> None:
         self.closed = True

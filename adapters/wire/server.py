@@ -9,7 +9,8 @@ each have their own module in this package:
   that fires its timers;
 * ``pipeline``: the core's writes to the storage, their outcomes fed back in write order;
 * ``partitions``: the partitions served, all of them or as ``ownership`` assigns them;
-* ``controls``: the test controls (manual clock, write outcomes, unload and reload);
+* ``controls``: the test controls (manual clock, write outcomes, unload and reload) and what
+  tests wait on (``watch``: the listener and the core loop tell it of each change);
 * ``clock``, ``log``, ``options``: the clocks, the log lines, the server's own settings.
 
 ``GroupServer`` builds the units in ``start`` (they share the clock, which a real one takes
@@ -42,6 +43,7 @@ from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.wire.partitions import Partitions
 from groupcoord.adapters.wire.pipeline import StoragePipeline
 from groupcoord.adapters.wire.replies import Replies
+from groupcoord.adapters.wire.watch import Changes
 
 _TRACE_FLUSH_S = 0.5  # a trace is buffered; this keeps a killed server's recording nearly whole
 
@@ -73,6 +75,7 @@ class GroupServer:
         self.handler: RequestHandler | None = None
         self.partitions: Partitions | None = None
         self.controls: Controls | None = None
+        self.changes = Changes()  # what tests wait on: told of each change by the listener and the core loop
         self.trace: InstanceRecorder | None = None
         self._trace_flusher: asyncio.TimerHandle | None = None
         self._closing = False
@@ -88,7 +91,7 @@ class GroupServer:
         self._stopped = asyncio.Event()
         if self.clock is None:
             self.clock = RealClock(asyncio.get_running_loop())
-        self.listener = Listener(self.options, self.log)
+        self.listener = Listener(self.options, self.log, self.changes)
         self.port = await self.listener.bind()
         if self.options.advertise_bound_port and self._config.advertised_port != self.port:
             self._config = attrs.evolve(self._config, advertised_port=self.port)
@@ -126,10 +129,12 @@ class GroupServer:
     def _make_units(self) -> None:
         self.replies = Replies(self.log)
         self.pipeline = StoragePipeline(self.storage, self.clock, self.log)
-        self.core = CoreLoop(self._config, self.clock, self.log, self.pipeline, self.replies.respond, self.trace)
+        self.core = CoreLoop(self._config, self.clock, self.log, self.pipeline, self.replies.respond, self.trace,
+                             self.changes)
         self.handler = RequestHandler(self.core, self.replies, self.catalog, self.options, self.log, self.ownership)
         self.partitions = Partitions(self.core, self.storage, self.log)
-        self.controls = Controls(self.core, self.pipeline, self.replies, self.partitions)
+        self.controls = Controls(self.core, self.pipeline, self.replies, self.partitions, self.listener,
+                                 self.changes)
 
     def _flush_trace_later(self) -> None:
         self._trace_flusher = asyncio.get_running_loop().call_later(_TRACE_FLUSH_S, self._flush_trace)

@@ -67,7 +67,7 @@ def test_memory_storage_says_it_keeps_nothing():
 
 
 def test_sigterm_answers_a_parked_join_not_coordinator():
-    server = ServerProcess()
+    server = ServerProcess("--log-level", "debug")  # debug: the server logs each request it parks
 
     async def main():
         a = await KafkaClient.connect("127.0.0.1", server.port, client_id="a")
@@ -80,8 +80,11 @@ def test_sigterm_answers_a_parked_join_not_coordinator():
                              "assignments": [{"member_id": m, "assignment": b""}]}, 3)
         await b.request(11, join, 5)  # a pending member: the next rebalance waits for it
         parked = a.send(11, {**join, "member_id": m}, 5)
-        await asyncio.sleep(0.2)
-        assert not parked.done()
+        # the server parked it (the rebalance waits for b) before the signal is sent; only the
+        # shutdown can answer it now (NOT_COORDINATOR), b never rejoins
+        correlation_id = a.last_correlation_id
+        await asyncio.to_thread(wait_until, lambda: server.find("parked", client_id="a", correlation_id=correlation_id),
+                                10, "the server to park the join")
         server.signal(signal.SIGTERM)
         return await asyncio.wait_for(parked, 10)
 

@@ -83,13 +83,10 @@ class Process:
             try:
                 member = (await client.request(11, join, 9))["member_id"]
                 parked = client.send(11, {**join, "member_id": member}, 9)
-                # the join completes on its timer (delay 0): fire it once the join is parked
-                server = self.server.server
-                for _ in range(500):
-                    state = self.server.call(lambda: server.core.coordinator.group(group_id))
-                    if state is not None and state.state.value == "PreparingRebalance":
-                        break
-                    await asyncio.sleep(0.01)  # polling for the server to take the request
+                # the join completes on its timer (delay 0): fire it once the join has armed it
+                controls = self.server.server.controls
+                await self.server.on_loop(controls.until(lambda: controls.armed(kind="join", group_id=group_id),
+                                                         what=f"the join timer of {group_id}"))
                 self.advance(0)
                 joined = await asyncio.wait_for(parked, 10)
                 synced = await client.request(14, {"group_id": group, "generation_id": joined["generation_id"],
