@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from groupcoord.core import events as ev
 from groupcoord.core.commands import Coordinator as CoordinatorEndpoint
-from groupcoord.core.commands import FindCoordinatorResponse
+from groupcoord.core.commands import FindCoordinatorResponse, SyncGroupResponse
 from groupcoord.core.errors import Error
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.protocol.schema import SchemaError
@@ -176,6 +176,10 @@ class RequestHandler:
         self.replies.park(rid, conn, request, api, extra)
         if api == "FindCoordinator" and self.ownership is not None:
             self.replies.respond(rid, self._find_coordinator(event))
+            return
+        if api == "SyncGroup" and request.version >= 5 and (event.protocol_type is None or event.protocol_name is None):
+            # KafkaApis answers this before the coordinator sees the request (spec/deviations.md D12)
+            self.replies.respond(rid, SyncGroupResponse(error_code=Error.INCONSISTENT_GROUP_PROTOCOL))
             return
         self.core.dispatch(event)
         if self.log.threshold <= 10 and conn.pending_rid == rid:
