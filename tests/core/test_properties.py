@@ -435,13 +435,39 @@ class CoordinatorMachine(RuleBasedStateMachine):
         partitions = []
         for p in data.draw(PARTITION_LISTS, label="partitions"):
             part = {"partition_index": p, "committed_offset": data.draw(ints(0, 100), label="offset"),
-                    "committed_metadata": data.draw(choice(("", "m", None, "too-long")), label="meta")}
+                    "committed_metadata": data.draw(choice(("", "m", None, "too-long") + self.metadata_edges()),
+                                                    label="meta")}
             if version >= 6:
                 part["committed_leader_epoch"] = data.draw(choice((-1, 3)), label="epoch")
             partitions.append(part)
         topic = data.draw(choice(("t1", "t2", "t3")), label="topic")
         body["topics"] = [{"name": topic, "partitions": partitions}] if partitions else []
         self.send("OffsetCommit", version, body)
+
+    def metadata_edges(self) -> tuple[str, ...]:
+        """Metadata exactly offset.metadata.max.bytes long (in Java chars: "é" is one) and one longer."""
+        limit = self.config.offset_metadata_max_bytes
+        return "x" * limit, "é" * limit, "x" * (limit + 1)
+
+    @rule(data=st.data())
+    def commit_at_expiration_run(self, data) -> None:
+        """Commit (generation -1) just as the expiration job runs, retained explicitly for one
+        check interval (v2) or not (v8); maybe wait for the next run, which then falls exactly on
+        the explicit expiry, and on the retention when it equals the interval."""
+        runs = [d for key, (d, _) in self.driver.timers.armed().items() if type(key) is ExpirationTimer]
+        if not runs:
+            return
+        self.driver.advance(min(runs) - self.driver.now_ms)
+        interval = self.config.offsets_retention_check_interval_ms
+        version = data.draw(choice((2, 8)), label="version")
+        body = {"group_id": data.draw(choice(("k", "h", "g", "")), label="group"), "member_id": "",
+                "generation_id_or_member_epoch": -1, "topics": [{"name": "t3", "partitions": [
+                    {"partition_index": 0, "committed_offset": data.draw(ints(0, 100), label="offset")}]}]}
+        if version == 2:
+            body["retention_time_ms"] = interval
+        self.send("OffsetCommit", version, body)
+        if data.draw(BOOLS, label="wait"):
+            self.driver.advance(interval)
 
     @rule(data=st.data())
     def fetch(self, data) -> None:
