@@ -43,7 +43,7 @@ strict xfail in test_oracle.py), the oracle lets the core's answer pass and reco
 
 A small shadow of what the clients know is kept beside: which partitions this coordinator
 owns (from LoadPartition/UnloadPartition), the answers still owed (held behind writes), and
-the committed offsets before the event.
+the offsets held before the event.
 """
 
 from __future__ import annotations
@@ -137,8 +137,9 @@ def protocol_names(member) -> set[str]:
 def kafka_vote(members) -> set[str]:
     """ClassicGroup.selectProtocol: the candidates are the names every member lists; each
     member votes for the first candidate in its own list; the most votes win. Kafka breaks a
-    tie by the iteration order of a HashMap; the spec (§4.1) and FORMAT.md accept any tied
-    name (D1 picks the first voted for). Returns the names that may win."""
+    tie by the iteration order of a HashMap (on a JDK: sticky, then range, then roundrobin);
+    the spec (§4.1) and FORMAT.md accept any tied name, and D1 takes the first voted for.
+    Returns the names that may win."""
     members = list(members)
     listed = Counter(name for m in members for name in protocol_names(m))
     candidates = {name for name, count in listed.items() if count == len(members)}

@@ -10,9 +10,10 @@ invariants alone (GROUPCOORD_ORACLE=0), to see what the oracle adds. ``GROUPCOOR
 pytest tests/core/test_oracle_mutants.py`` runs the same as tests.
 
 Each mutant is applied to a copy of core/ in a temporary directory (the source tree is never
-written), staged as ``groupcoord.core`` beside the real adapters, and a fresh interpreter runs
-CoordinatorMachine, then TotalityMachine, derandomized (a fixed seed), without shrinking, up
-to ``MAX_EXAMPLES`` examples each, stopping at the first failure.
+written), staged as ``groupcoord.core`` beside the real adapters, and a fresh interpreter
+(PYTHONHASHSEED=0) runs CoordinatorMachine, then TotalityMachine, derandomized (a fixed seed),
+without shrinking, up to ``MAX_EXAMPLES`` examples each, stopping at the first failure: the
+same examples every time for the same code.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ def run(mutant: Mutant | None, oracle: bool = True, max_examples: int = MAX_EXAM
     with tempfile.TemporaryDirectory(prefix="oracle-mutant-") as tmp:
         staged = stage(mutant, Path(tmp))
         env = dict(os.environ, PYTHONPATH=str(staged), GROUPCOORD_ORACLE="1" if oracle else "0",
-                   PYTHONDONTWRITEBYTECODE="1")
+                   PYTHONDONTWRITEBYTECODE="1", PYTHONHASHSEED="0")  # set orders too: the same run every time
         env.pop("GROUPCOORD_TRACE_DIR", None)
         proc = subprocess.run([sys.executable, __file__, "--hunt", str(max_examples)], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=TIMEOUT_S)
