@@ -39,7 +39,8 @@ CONSTANTS
     WriteErrors,       \* storage errors a write may fail with
     InitGroups,        \* what LoadPartition brings: None (no group) or a stored group record
     MaxRequests,       \* client requests in a behaviour; -1: unbounded
-    Reduce             \* TRUE: clients name one free id only (see Canonical)
+    Reduce,            \* TRUE: clients name one free id only (see Canonical)
+    TieOrder           \* protocol names in the order Java's HashMap iterates them (a tied vote)
 
 Empty == "Empty"
 Preparing == "PreparingRebalance"
@@ -198,7 +199,8 @@ Metadata(rec, pname) ==
     IF is = {} THEN "" ELSE rec.protos[CHOOSE i \in is : \A j \in is : i <= j][2]
 
 \* Protocol names every member lists, and the vote (draft.select_protocol): each member votes
-\* for its first candidate; the most votes win, a tie goes to the name voted for first.
+\* for its first candidate; the most votes win; a tie goes to the name first in TieOrder (Java's
+\* HashMap order, which TLA+ cannot compute from a string), then to the name voted for first.
 Candidates(G) ==
     {n \in UNION {Names(G.mem[m].protos) : m \in DOMAIN G.mem} :
         \A m \in DOMAIN G.mem : n \in Names(G.mem[m].protos)}
@@ -210,12 +212,17 @@ SelectProtocol(G) ==
         count(n) == Cardinality({i \in 1..Len(votes) : votes[i] = n})
         first(n) == CHOOSE i \in 1..Len(votes) : votes[i] = n /\ \A j \in 1..(i - 1) : votes[j] # n
         names == Range(votes)
+        rank(n) == IF \E j \in 1..Len(TieOrder) : TieOrder[j] = n
+                   THEN CHOOSE j \in 1..Len(TieOrder) : TieOrder[j] = n ELSE Len(TieOrder) + 1
+        before(n, o) == rank(n) < rank(o) \/ (rank(n) = rank(o) /\ first(n) <= first(o))
         best == CHOOSE n \in names :
-                    \A o \in names : count(o) < count(n) \/ (count(o) = count(n) /\ first(n) <= first(o))
+                    \A o \in names : count(o) < count(n) \/ (count(o) = count(n) /\ before(n, o))
     IN best
+\* ClassicGroup.supportsProtocols: the Empty rule by state; without members every name counts
+\* as listed by all of them (the group keeps its protocol type while it rebalances).
 SupportsProtocols(G, ptype, names) ==
-    IF G.members = <<>> THEN ptype # "" /\ names # {}
-    ELSE ptype = G.ptype /\ names \cap Candidates(G) # {}
+    IF G.st = Empty THEN ptype # "" /\ names # {}
+    ELSE ptype = G.ptype /\ (G.members = <<>> \/ names \cap Candidates(G) # {})
 
 \* ClassicGroup.validateMember: the error, or NONE.
 Validate(G, mid, inst) ==

@@ -9,6 +9,7 @@ CONSTANTS m1, m2, m3, m4, m5, i1, i2
 PA == << <<"range", "a">> >>     \* a member's protocol list ...
 PB == << <<"range", "b">> >>     \* ... and the same protocol with other metadata (a change)
 NoGroup == {None}
+NoTieOrder == <<>>  \* one protocol name per configuration: no tied vote
 MinusOne == -1
 Stored(id, inst) == [id |-> id, inst |-> inst, protos |-> PA, rto |-> 6000, asg |-> "A"]
 

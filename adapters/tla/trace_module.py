@@ -9,6 +9,7 @@ every line.
 
 from __future__ import annotations
 
+from groupcoord.core.draft import java_hashmap_order
 from groupcoord.adapters.tla.run import TLA_DIR
 from groupcoord.adapters.tla.trace import Trace
 from groupcoord.adapters.tla.values import MV, fmt
@@ -41,6 +42,7 @@ def module_text(trace: Trace | list) -> tuple[str, str]:
               if r["event"]["type"] == "WriteFailed"} or {"NOT_COORDINATOR"}
     logs = ",\n".join("<<\n  " + ",\n  ".join(f"[event |-> {fmt(r['event'])},\n   s |-> {fmt(r['s'])}]"
                                                 for r in t.rows) + ">>" for t in traces)
+    protocols = {p[0] for t in traces for r in t.rows if r["event"]["type"] == "JoinGroup" for p in r["event"]["protos"]}
     names = ", ".join(t.name for t in traces)
     matches = "\n".join(f"    /\\ {v} = t.{v}" for v in STATE_VARS if v != "budget")
     primed = "\n".join(f"    /\\ {v}' = t.{v}" for v in STATE_VARS if v != "budget")
@@ -54,6 +56,7 @@ TraceErrors == {fmt(frozenset(errors))}
 TraceNothing == {{}}
 TraceVersions == {{5}}
 TraceUnbounded == -1
+TraceTieOrder == {fmt(tuple(java_hashmap_order(sorted(protocols))))}
 TraceLogs == <<
 {logs}
 >>
@@ -101,6 +104,7 @@ TraceSpec == TraceInit /\\ [][TraceNext]_<<vars, i, k>>
     WriteErrors <- TraceErrors
     InitGroups <- TraceInitGroups
     MaxRequests <- TraceUnbounded
+    TieOrder <- TraceTieOrder
     Reduce = FALSE
 SPECIFICATION TraceSpec
 INVARIANTS

@@ -37,9 +37,9 @@ after every event returns the differences as ``"oracle_<check>: ..."`` strings. 
 Where the project deliberately deviates from Kafka (spec/deviations.md) the oracle accepts
 the project's documented choice, and says so where it does (D1, D13, D14).
 
-Where the core is known to answer otherwise than Kafka (``KNOWN_DIVERGENCES``, each with a
-strict xfail in test_oracle.py), the oracle lets the core's answer pass and records it in
-``tolerated`` instead of failing.
+Where the core is known to answer otherwise than Kafka (``KNOWN_DIVERGENCES``, none today;
+each would have a strict xfail in test_oracle.py), the oracle would let the core's answer
+pass and record it in ``tolerated`` instead of failing.
 
 A small shadow of what the clients know is kept beside: which partitions this coordinator
 owns (from LoadPartition/UnloadPartition), the answers still owed (held behind writes), and
@@ -82,13 +82,7 @@ PARKED = "parked"  # held unanswered (a SyncGroup in CompletingRebalance)
 ACCEPTED = "accepted"  # added or updated: parked, or NONE at once if the join phase completes now
 CURRENT = "current"  # answered NONE at once with the current generation (no rebalance)
 
-KNOWN_DIVERGENCES = {
-    "K1": "JoinGroup to a PreparingRebalance group whose members all left (say during the initial delay): "
-          "Kafka's ClassicGroup.supportsProtocols applies the Empty rule only in state Empty, so a protocol "
-          "type other than the one the group keeps gets INCONSISTENT_GROUP_PROTOCOL until the join phase "
-          "ends; the core (GroupDraft.supports_protocols) applies it to any group without members and "
-          "accepts the member.",
-}
+KNOWN_DIVERGENCES: dict[str, str] = {}  # none known: an entry names where the core answers otherwise
 
 # The errors a client sees when the write its answer waits on fails (§3.0 item 6): append
 # errors translated for every write, NETWORK_EXCEPTION also by the generic operation handler.
@@ -149,10 +143,9 @@ def kafka_vote(members) -> set[str]:
     return {name for name, count in votes.items() if count == top}
 
 
-def supports_protocols(group, protocol_type: str, names: set[str], k1: bool = False) -> bool:
-    """ClassicGroup.supportsProtocols (§3.1). ``k1``: the core's reading, known divergence K1
-    (the Empty rule for any group without members)."""
-    if group is None or group.state is EMPTY or (k1 and not group.members):
+def supports_protocols(group, protocol_type: str, names: set[str]) -> bool:
+    """ClassicGroup.supportsProtocols (§3.1): the Empty rule by state, not by member count."""
+    if group is None or group.state is EMPTY:
         return bool(protocol_type) and bool(names)
     listed = Counter(name for m in group.members.values() for name in protocol_names(m))
     return protocol_type == group.protocol_type and any(listed[n] == len(group.members) for n in names)
@@ -243,15 +236,14 @@ def accepts_joining_member(group, member_id: str, max_size: int) -> bool:
     return member is not None or len(group.members) < max_size
 
 
-def expected_join(group, req: ev.JoinGroup, max_size: int, k1: bool = False) -> Error | str:
-    """classicGroupJoinToClassicGroup (§3.1): an error, MEMBER_ID_REQUIRED, ACCEPTED or CURRENT.
-    ``k1``: as the core reads it (KNOWN_DIVERGENCES)."""
+def expected_join(group, req: ev.JoinGroup, max_size: int) -> Error | str:
+    """classicGroupJoinToClassicGroup (§3.1): an error, MEMBER_ID_REQUIRED, ACCEPTED or CURRENT."""
     mid, instance = req.member_id, req.group_instance_id
     if group is None and mid != "":
         return UNKNOWN_MEMBER
     if not accepts_joining_member(group, mid, max_size):
         return Error.GROUP_MAX_SIZE_REACHED
-    if not supports_protocols(group, req.protocol_type, {name for name, _ in req.protocols}, k1):
+    if not supports_protocols(group, req.protocol_type, {name for name, _ in req.protocols}):
         return Error.INCONSISTENT_GROUP_PROTOCOL
     if mid == "":
         if instance is None and req.version >= 4:
@@ -440,11 +432,6 @@ class KafkaOracle:
         if isinstance(req, ev.JoinGroup):
             expected = early if early is not None else expected_join(group, req, config.group_max_size)
             out = _immediate(req, expected, answers.get(req.request_id), group)
-            if out and early is None:  # the core's known divergence K1 is reported, not failed
-                core = expected_join(group, req, config.group_max_size, k1=True)
-                if core != expected and not _immediate(req, core, answers.get(req.request_id), group):
-                    self.tolerated.append(("K1", req.request_id))
-                    out = []
             if expected is Error.GROUP_MAX_SIZE_REACHED:
                 kept = after.get(gid)
                 if kept is not None and (req.member_id in kept.members or req.member_id in kept.pending_members):

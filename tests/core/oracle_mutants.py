@@ -46,7 +46,7 @@ class Mutant:
 
 MUTANTS = [
     Mutant("a-vote-fewest", "the protocol vote elects the protocol with the fewest votes",
-           "draft.py", "return max(votes, key=votes.__getitem__)", "return min(votes, key=votes.__getitem__)"),
+           "draft.py", "most = max(votes.values())", "most = min(votes.values())"),
     Mutant("b-vote-least-preferred", "a member votes for its least preferred candidate protocol",
            "model.py", "        for name, _ in self.protocols:", "        for name, _ in reversed(self.protocols):"),
     Mutant("c-heartbeat-unknown-member", "Heartbeat of an unknown member id answers ILLEGAL_GENERATION "

@@ -1,5 +1,5 @@
 """The oracle of oracle.py: its Kafka facts on Kafka's own examples, it fails when the core answers
-what Kafka would not, and the one place where the core is known to answer otherwise (K1)."""
+what Kafka would not."""
 
 from collections import Counter, namedtuple
 
@@ -28,6 +28,18 @@ def test_the_vote_on_kafkas_examples():
     assert oracle.kafka_vote(voters(["range", "roundrobin"], ["roundrobin", "foo"])) == {"roundrobin"}
     assert oracle.kafka_vote(voters(["range", "roundrobin"], ["range", "roundrobin"],
                                     ["roundrobin", "range"])) == {"range"}
+
+
+def test_a_tied_vote_goes_to_the_name_kafkas_hashmap_iterates_first():
+    """ClassicGroup.selectProtocol keeps the first of equal counts in a HashMap's order, which on
+    a JDK is sticky, range, roundrobin (buckets 8, 9, 10 of 16), whoever voted first."""
+    driver = Driver(CoordinatorConfig(group_initial_rebalance_delay_ms=0))
+    for client, names in (("a", ("roundrobin", "range")), ("b", ("range", "roundrobin"))):
+        driver.send("JoinGroup", join_body(*names), version=3, client_id=client)
+    driver.advance(0)
+    assert driver.coordinator.group("g").protocol_name == "range"
+    group = GroupDraft(driver.coordinator.group("g"))
+    assert group.select_protocol() == "range"
 
 
 def test_java_lengths_and_partitions():
@@ -93,25 +105,11 @@ def test_a_short_new_member_timeout_is_caught(monkeypatch):
     assert any(f.startswith("oracle_timer:") and "[300000] ms" in f for f in found), found
 
 
-def test_k1_is_tolerated_and_reported():
-    """Known divergence K1 (oracle.KNOWN_DIVERGENCES): the oracle lets the core's answer pass and
-    records that it did."""
-    driver, send, found, checker = drive(CONFIG)
-    joined = send("JoinGroup", join_body("range", protocol_type="connect"), version=1)
-    assert joined is None  # parked: the initial rebalance waits for the delay
-    member = driver.coordinator.group("g").leader_id
-    send("LeaveGroup", {"group_id": "g", "member_id": member}, version=0)
-    send("JoinGroup", join_body("range"))
-    assert found == []
-    assert [k for k, _ in checker.tolerated] == ["K1"]
-
-
-@pytest.mark.xfail(strict=True, reason="known divergence K1 (tests/core/oracle.py): the core accepts the member")
-def test_k1_kafka_refuses_another_protocol_type_while_the_group_rebalances_without_members():
+def test_another_protocol_type_is_refused_while_the_group_rebalances_without_members():
     """Kafka's ClassicGroup.supportsProtocols applies the Empty rule by state (isInState(EMPTY)),
     not by member count: a PreparingRebalance group whose members all left keeps its protocol
     type, and a member of another type gets INCONSISTENT_GROUP_PROTOCOL until the join phase
-    ends. The core applies the Empty rule to any group without members."""
+    ends."""
     driver, send, _, _ = drive(CONFIG)
     send("JoinGroup", join_body("range", protocol_type="connect"), version=1)
     send("LeaveGroup", {"group_id": "g", "member_id": driver.coordinator.group("g").leader_id}, version=0)
