@@ -834,9 +834,16 @@ Init == \E rec \in InitGroups : InitFrom(rec)
 (* The environment: what clients may send. *)
 
 NoInst == {None}
-\* Ids free for a new member: not in use, and not named by an in-flight write.
-ReplaceIds(w) == UNION {IF c.k = "static_replace" THEN {c.old, c.new} ELSE {} : c \in Range(w.cbs)}
-InUse == Range(members) \cup pending \cup UNION {ReplaceIds(w) : w \in Range(writes)}
+\* Ids free for a new member: not in use, and not named by an in-flight write: a static
+\* replacement's old and new ids, and the members and pending members of a group copy that a
+\* failed write would bring back (restore_group, new_group's displaced group). Core ids are
+\* never reused; a spec id named there must not be either.
+SnapIds(s) == Range(s.members) \cup s.pending
+WriteIds(c) ==
+    CASE c.k = "static_replace" -> {c.old, c.new}
+      [] c.k \in {"restore_group", "new_group"} /\ c.snap # None -> SnapIds(c.snap)
+      [] OTHER -> {}
+InUse == Range(members) \cup pending \cup UNION {WriteIds(c) : c \in UNION {Range(w.cbs) : w \in Range(writes)}}
 FreeIds == Ids \ InUse
 \* With Reduce, a client names only the ids in use and one free id (all free ids are alike up to
 \* renaming), and a new member gets that id: fewer transitions, the same states up to symmetry.

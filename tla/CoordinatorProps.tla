@@ -63,7 +63,7 @@ Invariants ==
     /\ pending_not_members /\ pending_sync_subset /\ settled_group_has_protocol
     /\ parked_sync_only_completing /\ parked_join_state /\ new_member_only_preparing
     /\ generation_non_negative /\ join_timer_when_preparing /\ sync_timer_generation
-    /\ JoinPhaseCompletesWhenAllJoined /\ SettledGenerationPositive
+    /\ pending_member_has_timer /\ JoinPhaseCompletesWhenAllJoined /\ SettledGenerationPositive
     /\ SyncTimerWhileAwaitingSync /\ HeldOnlyBehindWrites /\ NothingLeftWhenDead
 
 -----------------------------------------------------------------------------

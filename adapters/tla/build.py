@@ -240,10 +240,12 @@ def spec_inputs(s: F, model: Model) -> list[F]:
     out: list[F] = []
     mem = s["mem"] if isinstance(s["mem"], dict) else {}
     in_use = set(s["members"]) | set(s["pending"])
-    for w in s["writes"]:
+    for w in s["writes"]:  # the spec's InUse: ids an in-flight write names (WriteIds)
         for cb in w["cbs"]:
             if cb["k"] == "static_replace":
                 in_use |= {cb["old"], cb["new"]}
+            elif cb["k"] in ("restore_group", "new_group") and cb["snap"] is not None:
+                in_use |= set(cb["snap"]["members"]) | set(cb["snap"]["pending"])
     free = [m for m in model.ids if m not in in_use]
 
     def canonical(xs):
