@@ -26,7 +26,7 @@ TypeOK ==
 -----------------------------------------------------------------------------
 (* State invariants (adapters/checks/invariants.py check_group, check_timers) *)
 
-leader_is_member == (Ms # {}) <=> (leader \in Ms) /\ (Ms = {} => leader = None)
+leader_is_member == ((Ms # {}) <=> (leader \in Ms)) /\ (Ms = {} => leader = None)
 empty_has_no_members == state = Empty => members = <<>> /\ protocolName = None
 static_map_consistent ==
     \A m, n \in Ms : m # n /\ mem[m].inst # None => mem[m].inst # mem[n].inst
