@@ -8,13 +8,16 @@ both), so their absence fails the tests with the reason.
 
 from __future__ import annotations
 
+import re
 
 import pytest
 
 from groupcoord.adapters.cli import tla as tla_cli
 from groupcoord.adapters.tla.mutants import MUTANTS
 from groupcoord.adapters.tla.run import TlaSetupError, check_setup
-from paths import SCENARIOS
+from paths import ROOT, SCENARIOS
+
+TLA = ROOT / "tla"
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +149,44 @@ def test_validate_reads_recorded_trace_files(setup, tmp_path):
     lines.clear()
     assert tla_cli.run_validate(str(tmp_path), out=lines.append) == 0
     assert lines[-1].startswith("1 accepted, 1 accepted in part (the rest not checked), 0 rejected, ")
+
+
+def _documented_properties() -> set[str]:
+    """The names in the first column of tla/README.md's table of invariants and properties."""
+    text = (TLA / "README.md").read_text()
+    table = text.split("## Invariants", 1)[1].split("\n\n", 2)[1]
+    names = set()
+    for row in table.splitlines()[2:]:
+        first = row.split("|")[1]
+        names |= set(re.findall(r"`(\w+)`", first))
+    return names
+
+
+def _configured_properties() -> set[str]:
+    """Every name under INVARIANT(S) or PROPERTY/PROPERTIES in an MC*.cfg."""
+    names = set()
+    for cfg in TLA.glob("MC*.cfg"):
+        section = None
+        for line in cfg.read_text().splitlines():
+            line = line.split("\\*", 1)[0]
+            words = line.split()
+            if not words:
+                continue
+            if line[0] not in " \t":  # a keyword starts a section
+                section = words[0]
+                words = words[1:]
+            if section in ("INVARIANT", "INVARIANTS", "PROPERTY", "PROPERTIES"):
+                names |= set(words)
+    return names
+
+
+def test_every_documented_property_is_checked_by_a_configuration():
+    """Each invariant and property tla/README.md lists is checked by some MC*.cfg (a name in
+    no configuration is never checked, however the docs describe it), and each one checked
+    is listed."""
+    documented, configured = _documented_properties(), _configured_properties()
+    assert len(documented) >= 40
+    assert sorted(documented - configured) == [], "listed in tla/README.md but in no MC*.cfg"
+    assert sorted(configured - documented) == [], "checked but not listed in tla/README.md"
+    props = (TLA / "CoordinatorProps.tla").read_text()
+    assert [n for n in documented if not re.search(rf"^{n} ==", props, re.M)] == []
