@@ -18,6 +18,7 @@ TypeOK ==
     /\ DOMAIN mem = Ms /\ Len(members) = Cardinality(Ms)
     /\ \A m \in Ms : mem[m].join \in {"", "J", "R"} /\ mem[m].sync \in BOOLEAN
                      /\ mem[m].isNew \in BOOLEAN /\ mem[m].inst \in Instances \cup {None}
+                     /\ mem[m].rto \in Nat /\ mem[m].sto \in Nat
     /\ pending \subseteq Ids /\ pendingSync \subseteq Ids
     /\ newMemberAdded \in BOOLEAN
     /\ DOMAIN timers \subseteq TimerKeys

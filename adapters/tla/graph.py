@@ -312,7 +312,12 @@ def model_from_cfg(cfg_text: str, mc_text: str) -> Model:
                 text = re.sub(rf"\b{d}\b", body, text)
         return parse(text)
 
+    for name, setting in (("InitialDelay", CONFIG.group_initial_rebalance_delay_ms),
+                          ("RetentionCheckInterval", CONFIG.offsets_retention_check_interval_ms)):
+        if value(name) != setting:
+            raise ValueError(f"the configuration's {name} is {value(name)}; the core replayed against it "
+                             f"has {setting}")
     return Model(ids=value("Ids"), instances=value("Instances"), protocols=value("Protocols"),
                  protocol_types=value("ProtocolTypes"), rebalance_timeouts=value("RebalanceTimeouts"),
-                 join_versions=value("JoinVersions"), write_errors=value("WriteErrors"),
-                 reduce=value("Reduce"))
+                 session_timeouts=value("SessionTimeouts"), join_versions=value("JoinVersions"),
+                 write_errors=value("WriteErrors"), reduce=value("Reduce"))

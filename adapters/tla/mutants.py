@@ -122,9 +122,9 @@ MUTANTS: list[Mutant] = [
                ("         DropNotRejoined(IF ~Parked(G, m) /\\ ~IsStatic(G, m)\n"
                 "                         THEN Cancel(RemoveFromGroup(G, m), HbKey(m)) ELSE G, Tail(ids))",
                 "         DropNotRejoined(G, Tail(ids))"),
-               ("    ELSE IF G1.leader = None /\\ G1.members # <<>> THEN Arm(G1, JoinKey, <<>>)",
-                "    ELSE IF G1.leader = None /\\ G1.members # <<>> THEN Arm(G1, JoinKey, <<>>)\n"
-                "    ELSE IF \\E m \\in DOMAIN G1.mem : ~Parked(G1, m) THEN Arm(G1, JoinKey, <<>>)")]},
+               ("    ELSE IF G1.leader = None /\\ G1.members # <<>> THEN Arm(G1, JoinKey, <<>>, RebalanceTimeoutOf(G1))",
+                "    ELSE IF G1.leader = None /\\ G1.members # <<>> THEN Arm(G1, JoinKey, <<>>, RebalanceTimeoutOf(G1))\n"
+                "    ELSE IF \\E m \\in DOMAIN G1.mem : ~Parked(G1, m) THEN Arm(G1, JoinKey, <<>>, RebalanceTimeoutOf(G1))")]},
            checks=("tlc-live",)),
 ]
 

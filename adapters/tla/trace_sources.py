@@ -119,8 +119,11 @@ def _groups_of(request) -> tuple:
 
 
 # The hypothesis client: inputs the spec's environment may send, chosen by hypothesis.
+# Two rebalance and two session timeouts: the timers' lengths (the longest rebalance timeout of
+# the members, each member's own session) differ with who joined with which.
 HYPO_MODEL = Model(ids=["m1", "m2", "m3"], instances=["i1"], protocols=[(("range", "a"),), (("range", "b"),)],
-                   protocol_types=["consumer"], rebalance_timeouts=[6000], join_versions=[3, 5, 9],
+                   protocol_types=["consumer"], rebalance_timeouts=[6000, 9000], session_timeouts=[10000, 12000],
+                   join_versions=[3, 5, 9],
                    write_errors=["NOT_LEADER_OR_FOLLOWER"], reduce=True)
 HYPO_CONFIG = CoordinatorConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=3000)
 
@@ -139,7 +142,8 @@ def events_from_choices(choices: list[int], config: CoordinatorConfig = HYPO_CON
         s = s.set(budget=-1)
         seen = set(rec.alpha.ids.to_spec.values())
         local = Model(sorted(set(model.ids) | seen), model.instances, model.protocols, model.protocol_types,
-                      model.rebalance_timeouts, model.join_versions, model.write_errors, model.reduce)
+                      model.rebalance_timeouts, model.session_timeouts, model.join_versions, model.write_errors,
+                      model.reduce)
         inputs = [e for e in spec_inputs(s, local) if e["type"] != "UnloadPartition" or k == len(choices) - 1]
         inputs.sort(key=fmt)  # not in the core's (hash-dependent) set order
         kinds = sorted({_kind(e) for e in inputs})
@@ -178,7 +182,7 @@ def _core_event(e: F, rec: Recorder, k: int, writes: list[int]):
         # A fresh uuid for each JoinGroup: the core's ids are <client or instance>-<uuid>, the
         # spec's the uuid, so a reused uuid would name two core members alike.
         uuid = (f"u{k}" if e["uuid"] is not None else f"unused{k}") if t == "JoinGroup" else None
-        return client_request(e, ("r", k), now, cid, uuid, session_timeout_ms=10000)
+        return client_request(e, ("r", k), now, cid, uuid)
     if t == "TimerFired":
         key = e["key"]
         core_key = next(k for k in rec.timers if timer_key(k, rec.alpha.ids) == tuple(key))
