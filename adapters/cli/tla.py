@@ -80,7 +80,8 @@ def _event_chunks(path: Path) -> str:
     return "\n".join(keep)
 
 
-def run_config(check: str, workers: int, work: Path, replace: dict | None = None, out=print) -> CheckResult:
+def run_config(check: str, workers: int, work: Path, replace: dict | None = None, out=print,
+               extra_files: dict | None = None) -> CheckResult:
     cfg = CONFIGS[check]
     dump = work / f"{check}.{'dot' if check == 'graph' else 'dump'}"
     started = time.monotonic()
@@ -88,7 +89,7 @@ def run_config(check: str, workers: int, work: Path, replace: dict | None = None
     if check in ("mc3", "mc4"):
         args = ["-dump", str(dump)]
     res = run_tlc(cfg, workers=workers, dump=dump if check == "graph" else None, extra_args=args,
-                  name=check, replace=replace, timeout=600)
+                  name=check, replace=replace, extra_files=extra_files, timeout=600)
     r = CheckResult(check, res.ok, time.monotonic() - started)
     r.data.update(generated=res.generated, distinct=res.distinct, depth=res.depth, exit_code=res.exit_code)
     r.lines.append(f"{check} ({cfg}): exit {res.exit_code}, {res.generated} states generated, {res.distinct} distinct, "
@@ -113,12 +114,13 @@ def run_graph_check(dot: Path, stop_at_first: bool = False) -> CheckResult:
     res = check_graph(graph, model, stop_at_first=stop_at_first)
     r = CheckResult("graph-check", res.ok, time.monotonic() - started)
     r.data.update(nodes=res.nodes, edges=res.edges, inputs=res.inputs, matched=res.matched,
-                  unsound=len(res.unsound), missing=len(res.missing),
-                  first=(res.unsound + res.missing
-                         + [f"table edge {s} -> {t} taken by no core step" for s, t in res.uncovered])[:1])
+                  unsound=len(res.unsound), missing=len(res.missing), crashed=len(res.crashed),
+                  first=(res.findings()
+                         + [f"table edge {s} -> {t} taken by no core step" for s, t in res.uncovered])[:1],
+                  about=res.first)
     r.lines.append(res.summary())
     r.lines.extend("  " + line for line in res.coverage())
-    for x in (res.unsound[:3] + res.missing[:3]):
+    for x in (res.unsound[:3] + res.missing[:3] + res.crashed[:3]):
         r.lines.append("  " + x[:500])
     return r
 
@@ -227,7 +229,7 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
                         every_check: bool = False) -> tuple[bool, list]:
     from groupcoord.adapters.tla import trace_check
     from groupcoord.adapters.conformance.scenarios import run_file, scenario_files
-    from groupcoord.adapters.tla.mutants import MUTANTS, run_mutants
+    from groupcoord.adapters.tla.mutants import MUTANTS, Catch, only_property, run_mutants, violated_property
 
     workers = workers or workers_for_machine()
     started = time.monotonic()
@@ -238,11 +240,17 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
         state: dict = {}
 
         def scenarios(m):
+            crash = None  # a scenario the core crashed in; the others may still show a mismatch
             for p in scenario_files(_scenario_paths()):
                 res = run_file(p)
-                if not res.passed:
-                    return f"{res.path.rsplit('/', 1)[-1]} step {res.step}: {res.reason[:120]}"
-            return None
+                if res.passed:
+                    continue
+                c = Catch("scenarios", f"{res.path.rsplit('/', 1)[-1]} step {res.step}", None, res.reason[:150],
+                          crash=res.crashed)
+                if not c.crash:
+                    return c
+                crash = crash or c
+            return crash
 
         def graph_check(m):
             if "graph" not in state:
@@ -251,29 +259,62 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
                     raise RuntimeError(f"MCGraph failed on the unmutated spec: {g.violation()}")
                 state["graph"] = True
             r = run_graph_check(dot, stop_at_first=True)
-            return None if r.ok else f"unsound {r.data['unsound']}, missing {r.data['missing']}: {r.data['first'][0][:200]}"
+            if r.ok:
+                return None
+            d = r.data
+            if d["unsound"] or d["missing"]:
+                return Catch("graph-check", f"{'unsound' if d['unsound'] else 'missing'} ({d['about']})",
+                             d["about"], d["first"][0][:300])
+            if d["crashed"]:
+                return Catch("graph-check", f"the core raised on {d['crashed']} inputs", None, d["first"][0][:300],
+                             crash=True)
+            return Catch("graph-check", "a table edge no core step takes", None, d["first"][0][:300])
 
         def trace(m):
-            scenario, hypo, _ = validation_traces()  # recorded through the mutated core
+            try:
+                scenario, hypo, _ = validation_traces()  # recorded through the mutated core
+            except Exception as e:  # noqa: BLE001 - the mutated core raised while recording
+                return Catch("trace", "the core raised while recording a trace", None, f"{type(e).__name__}: {e}",
+                             crash=True)
             for batch in trace_check.batches(scenario + hypo):
                 tr = trace_check.check_traces(batch)
                 if not tr.accepted:
-                    return f"trace {tr.name} rejected at line {tr.diverged_at} ({tr.event})"
+                    prop = violated_property(tr.detail)
+                    return Catch("trace", f"{tr.name} rejected at line {tr.diverged_at} ({tr.event})"
+                                 + (f": {prop} violated" if prop else ""), prop, tr.detail)
             return None
 
-        def tlc(config, check):
+        def tlc(check):
             def run(m):
-                r = run_config(check, workers, work, replace=m.spec)
-                return None if r.ok else (r.data.get("violation") or f"exit {r.data['exit_code']}")
+                live = check == "live"  # TLC does not name the liveness property it found violated
+                extra = ({CONFIGS[check]: only_property((TLA_DIR / CONFIGS[check]).read_text(), m.expect)}
+                         if live and m.expect else None)
+                r = run_config(check, workers, work, replace=m.spec, extra_files=extra)
+                if r.ok:
+                    return None
+                error = r.data.get("violation") or f"exit {r.data['exit_code']}"
+                name = f"tlc-{check}"
+                prop = violated_property(error)
+                if prop is not None:
+                    return Catch(name, f"{prop} violated", prop, error)
+                if error.startswith("Temporal properties were violated"):
+                    return Catch(name, f"{m.expect} violated (checked alone)", m.expect, error) if extra \
+                        else Catch(name, "a liveness property violated", None, error)
+                if error.startswith("Deadlock reached"):
+                    return Catch(name, "a deadlock", "deadlock", error)
+                return Catch(name, "TLC failed to evaluate the spec", None, error, crash=True)
             return run
 
         checks = {"scenarios": scenarios, "graph-check": graph_check, "trace": trace,
-                  "tlc-mc3": tlc("MC3.cfg", "mc3"), "tlc-live": tlc("MCLive.cfg", "live")}
-        out(f"{len(MUTANTS) if not names else len(names)} mutants (name, source -> the check that caught it):")
+                  "tlc-mc3": tlc("mc3"), "tlc-mc4": tlc("mc4"), "tlc-live": tlc("live")}
+        out(f"{len(MUTANTS) if not names else len(names)} mutants (name, source -> the check that caught it: "
+            f"the property or the difference):")
         results = run_mutants(checks, names, out, every_check=every_check)
-        caught = sum(r.caught_by is not None for r in results)
-        ok = caught == len(results) and bool(results)
+        passed = sum(r.passed for r in results)
+        caught = sum(r.caught is not None for r in results)
+        ok = passed == len(results) and bool(results)
         out(f"tla mutants: {caught}/{len(results)} caught ({100 * caught // max(1, len(results))} %), "
+            f"{passed}/{len(results)} through their property and not by a crash, "
             f"{'PASS' if ok else 'FAIL'} ({time.monotonic() - started:.1f} s)")
         return ok, results
     finally:

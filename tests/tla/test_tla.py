@@ -95,9 +95,88 @@ def test_coverage_parser_counts_each_action():
 def test_at_least_ten_mutants_all_caught(mutants):
     ok, results, lines = mutants
     assert len(results) == len(MUTANTS) >= 10
-    missed = [r.mutant.name for r in results if r.caught_by is None]
+    missed = [r.mutant.name for r in results if not r.passed]
     assert not missed, "\n".join(lines)
     assert ok
+
+
+def test_named_properties_catch_their_mutants(mutants):
+    """The spec-only properties named after a bug each catch that bug written into the spec, and
+    the timer-length check a timer armed with the wrong length (issue 17 §7)."""
+    by = {r.mutant.name: r for r in mutants[1]}
+    expected = {"spec-static-rejoin-keeps-old-id": ("tlc-mc4", "StaticJoinGetsFreshId"),  # KAFKA-8500
+                "spec-no-sync-timer": ("tlc-mc4", "SyncTimerWhileAwaitingSync"),  # KAFKA-12890
+                "spec-static-replace-answered-before-write": ("tlc-mc4", "ReplacementAnsweredAfterWrite"),  # 10284
+                "session-timer-rebalance-length": ("graph-check", "out[3].ms")}
+    for name, (check, about) in expected.items():
+        caught = by[name].caught
+        assert caught is not None and (caught.check, caught.about) == (check, about), (name, caught)
+    lines = mutants[2]
+    assert any("spec-no-sync-timer" in line and "SyncTimerWhileAwaitingSync violated" in line for line in lines)
+
+
+def _one_mutant_run(catch):
+    from groupcoord.adapters.tla.mutants import run_mutants
+
+    lines: list[str] = []
+    (result,) = run_mutants({"tlc-mc3": lambda m: catch}, ["spec-generation-bumped-twice"], lines.append)
+    return result, lines[0]
+
+
+def test_a_mutant_caught_only_by_a_crash_fails():
+    from groupcoord.adapters.tla.mutants import Catch
+
+    result, line = _one_mutant_run(Catch("tlc-mc3", "TLC failed to evaluate the spec", None, "boom", crash=True))
+    assert result.caught is None and not result.passed
+    assert "CAUGHT ONLY BY A CRASH: tlc-mc3: TLC failed to evaluate the spec [boom]" in line
+
+
+def test_a_mutant_caught_through_another_property_fails():
+    from groupcoord.adapters.tla.mutants import Catch
+
+    result, line = _one_mutant_run(Catch("tlc-mc3", "generation_monotonic violated", "generation_monotonic"))
+    assert result.caught_by == "tlc-mc3" and not result.passed
+    assert "NOT THROUGH generation_step" in line
+    result, line = _one_mutant_run(Catch("tlc-mc3", "generation_step violated", "generation_step"))
+    assert result.passed and "caught by tlc-mc3: generation_step violated" in line
+
+
+def test_a_crash_does_not_stop_a_mutants_checks():
+    from groupcoord.adapters.tla.mutants import Catch, run_mutants
+
+    crash = Catch("scenarios", "s001 step 2", None, "KeyError", crash=True)
+    real = Catch("graph-check", "unsound (out[1].r.code)", "out[1].r.code")
+    (result,) = run_mutants({"scenarios": lambda m: crash, "graph-check": lambda m: real, "trace": None},
+                            ["first-generation-zero"], lambda line: None)
+    assert result.catches == [crash, real] and result.caught is real and result.passed
+
+
+def test_a_core_that_raises_is_a_crash_in_a_scenario():
+    from groupcoord.adapters.conformance.scenarios import run_file
+    from groupcoord.adapters.tla.mutants import Mutant, applied
+
+    raising = Mutant("raises", "", "", core=(("_init_next_generation", ((
+        "        g.generation_id += 1", "        raise RuntimeError('mutant')"),)),))
+    path = next(SCENARIOS.glob("own-015-*.json"))
+    assert run_file(path).passed
+    with applied(raising):
+        res = run_file(path)
+    assert not res.passed and res.crashed and "RuntimeError: mutant" in res.reason
+
+
+def test_violated_property_and_only_property():
+    from groupcoord.adapters.tla.mutants import only_property, violated_property
+
+    assert violated_property("Invariant leader_is_member is violated.") == "leader_is_member"
+    assert violated_property("Action property generation_step is violated.") == "generation_step"
+    assert violated_property("Temporal properties were violated.") is None
+    assert violated_property("TLC threw an unexpected exception.") is None
+    cfg = only_property((TLA / "MC3.cfg").read_text(), "generation_step")
+    assert "INVARIANTS" not in cfg and "PROPERTIES\n    generation_step\nCONSTRAINT" in cfg
+    live = only_property((TLA / "MCLive.cfg").read_text(), "PreparingIsLeft")
+    assert "CompletingSettles" not in live and "    PreparingIsLeft\n" in live
+    with pytest.raises(ValueError):
+        only_property(live, "NoSuchProperty")
 
 
 def test_named_bugs_are_in_the_catalogue(mutants):
