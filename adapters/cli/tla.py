@@ -91,7 +91,8 @@ def run_config(check: str, workers: int, work: Path, replace: dict | None = None
     res = run_tlc(cfg, workers=workers, dump=dump if check == "graph" else None, extra_args=args,
                   name=check, replace=replace, extra_files=extra_files, timeout=600)
     r = CheckResult(check, res.ok, time.monotonic() - started)
-    r.data.update(generated=res.generated, distinct=res.distinct, depth=res.depth, exit_code=res.exit_code)
+    r.data.update(config=cfg, generated=res.generated, distinct=res.distinct, depth=res.depth,
+                  exit_code=res.exit_code)
     r.lines.append(f"{check} ({cfg}): exit {res.exit_code}, {res.generated} states generated, {res.distinct} distinct, "
                    f"depth {res.depth}, {res.seconds:.1f} s")
     if not res.ok:
@@ -113,7 +114,8 @@ def run_graph_check(dot: Path, stop_at_first: bool = False) -> CheckResult:
     model = model_from_cfg((TLA_DIR / "MCGraph.cfg").read_text(), (TLA_DIR / "MC.tla").read_text())
     res = check_graph(graph, model, stop_at_first=stop_at_first)
     r = CheckResult("graph-check", res.ok, time.monotonic() - started)
-    r.data.update(nodes=res.nodes, edges=res.edges, inputs=res.inputs, matched=res.matched,
+    r.data.update(nodes=res.nodes, classes=res.classes, edges=res.edges, inits=res.inits, inputs=res.inputs,
+                  matched=res.matched,
                   unsound=len(res.unsound), missing=len(res.missing), crashed=len(res.crashed),
                   first=(res.findings()
                          + [f"table edge {s} -> {t} taken by no core step" for s, t in res.uncovered])[:1],
@@ -158,18 +160,20 @@ def run_trace_validation(out=print) -> CheckResult:
     if not scenario:
         r.ok = False
         r.lines.append("  no scenario trace found")
-    accepted = 0
+    accepted, runs = 0, []
     for batch in trace_check.batches(scenario + hypo):
         tr = trace_check.check_traces(batch)
         r.lines.append("  " + tr.line())
         r.ok &= tr.accepted
         accepted += len(batch) if tr.accepted else 0
+        runs.append([len(batch), round(tr.seconds, 1)])
     bad, step = trace_check.corrupt(hypo[0])
     rejected = trace_check.check_trace(bad)
     r.lines.append("  " + rejected.line() + f" (corrupted at line {step}: must be rejected there)")
     r.ok &= (not rejected.accepted) and rejected.diverged_at == step
     n = len(scenario) + len(hypo)
     r.data.update(accepted=accepted, traces=n, scenario_traces=len(scenario), hypothesis_traces=len(hypo),
+                  hypothesis_steps=HYPOTHESIS_STEPS, runs=runs,
                   lines=sum(len(t.rows) for t in scenario + hypo), out_of_scope=skipped,
                   corrupted_step=step, rejected_at=rejected.diverged_at, rejected=not rejected.accepted)
     r.seconds = time.monotonic() - started
@@ -181,9 +185,17 @@ def run_trace_validation(out=print) -> CheckResult:
     return r
 
 
-def run_check(selected: list[str] | None = None, workers: int | None = None, out=print) -> tuple[bool, list]:
+def run_check(selected: list[str] | None = None, workers: int | None = None, out=print,
+              write_docs: bool = False) -> tuple[bool, list]:
+    """``write_docs``: a full check that passes records its numbers in tla/measured.json and
+    rewrites tla/README.md's generated section from them (``adapters/tla/docs.py``)."""
+    from groupcoord.adapters.tla import docs
+
     selected = list(selected or CHECKS)
+    if write_docs and selected != list(CHECKS):
+        raise ValueError("--write-docs records the full check: run it without --only and --quick")
     workers = workers or workers_for_machine()
+    load_at_start = docs.load_average()
     out(f"TLC: {check_setup(hypothesis='trace' in selected)}; {workers} workers")
     results = []
     started = time.monotonic()
@@ -219,19 +231,31 @@ def run_check(selected: list[str] | None = None, workers: int | None = None, out
                 ok = False
             else:
                 out("every action taken in some configuration")
-        out(f"tla check: {'PASS' if ok else 'FAIL'} ({time.monotonic() - started:.1f} s)")
+        seconds = time.monotonic() - started
+        out(f"tla check: {'PASS' if ok else 'FAIL'} ({seconds:.1f} s)")
+        if write_docs:
+            if ok:
+                docs.write("check", docs.record_check(results, ok, seconds, docs.machine(workers, load_at_start)))
+                out(f"wrote {docs.MEASURED} and the measured numbers in {docs.README}")
+            else:
+                out("the docs are left as they were: a failing check measures nothing worth writing down")
         return ok, results
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def run_mutants_command(names: list[str] | None = None, workers: int | None = None, out=print,
-                        every_check: bool = False) -> tuple[bool, list]:
-    from groupcoord.adapters.tla import trace_check
+                        every_check: bool = False, write_docs: bool = False) -> tuple[bool, list]:
+    """``write_docs``: a run of the whole catalogue records its outcome in tla/measured.json and
+    rewrites tla/README.md's mutant table from it."""
+    from groupcoord.adapters.tla import docs, trace_check
     from groupcoord.adapters.conformance.scenarios import run_file, scenario_files
     from groupcoord.adapters.tla.mutants import MUTANTS, Catch, only_property, run_mutants, violated_property
 
+    if write_docs and names:
+        raise ValueError("--write-docs records the whole catalogue: run it without --only")
     workers = workers or workers_for_machine()
+    load_at_start = docs.load_average()
     started = time.monotonic()
     out(f"TLC: {check_setup(hypothesis=True)}; {workers} workers")
     work = Path(tempfile.mkdtemp(prefix="groupcoord-tla-mutants-"))
@@ -313,9 +337,14 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
         passed = sum(r.passed for r in results)
         caught = sum(r.caught is not None for r in results)
         ok = passed == len(results) and bool(results)
+        seconds = time.monotonic() - started
         out(f"tla mutants: {caught}/{len(results)} caught ({100 * caught // max(1, len(results))} %), "
             f"{passed}/{len(results)} through their property and not by a crash, "
-            f"{'PASS' if ok else 'FAIL'} ({time.monotonic() - started:.1f} s)")
+            f"{'PASS' if ok else 'FAIL'} ({seconds:.1f} s)")
+        if write_docs:
+            docs.write("mutants", docs.record_mutants(results, ok, seconds, docs.machine(workers, load_at_start),
+                                                      every_check))
+            out(f"wrote {docs.MEASURED} and the mutant table in {docs.README}")
         return ok, results
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -342,6 +371,9 @@ def add_tla_command(sub) -> None:
     c.add_argument("--quick", action="store_true", help="mc3, the state-graph check and trace validation only")
     c.add_argument("--workers", type=_workers, default=0, help="TLC workers (default 0: the machine's cores, "
                                                               "at most 2)")
+    c.add_argument("--write-docs", action="store_true",
+                   help="a full check that passes writes its numbers to tla/measured.json and the measured "
+                        "section of tla/README.md")
     v = tsub.add_parser(
         "validate", help="trace validation of a recorded trace (spec/trace-format.md): its inputs re-run "
                          "through the core, each step checked by TLC",
@@ -370,6 +402,9 @@ def add_tla_command(sub) -> None:
                                                               "at most 2)")
     m.add_argument("--every-check", action="store_true",
                    help="run every check on each mutant (not only up to the first that catches it)")
+    m.add_argument("--write-docs", action="store_true",
+                   help="write the outcome (of the whole catalogue) to tla/measured.json and the mutant table "
+                        "of tla/README.md")
 
 
 def run_validate(path: str, group_id: str | None = None, out=print, prog: str = "groupcoord tla validate") -> int:
@@ -442,11 +477,16 @@ def run_tla_command(args) -> int:
     try:
         if args.tla_command == "check":
             selected = list(args.only or ()) or (["mc3", "graph", "trace"] if args.quick else None)
-            ok, _ = run_check(selected, args.workers or None)
+            if args.write_docs and (args.only or args.quick):
+                return fail(prog, "--write-docs records the full check: run it without --only and --quick")
+            ok, _ = run_check(selected, args.workers or None, write_docs=args.write_docs)
         elif args.tla_command == "validate":
             return run_validate(args.trace, args.group, prog=prog)
         else:
-            ok, _ = run_mutants_command(args.only, args.workers or None, every_check=args.every_check)
+            if args.write_docs and args.only:
+                return fail(prog, "--write-docs records the whole catalogue: run it without --only")
+            ok, _ = run_mutants_command(args.only, args.workers or None, every_check=args.every_check,
+                                        write_docs=args.write_docs)
     except TlaSetupError as e:
         return fail(prog, e)
     return 0 if ok else 1

@@ -179,11 +179,13 @@ MUTANTS: list[Mutant] = [
                "            self._arm(HeartbeatTimer(g.partition, g.group_id, mid), member.rebalance_timeout_ms)"),)),)),
     # Spec mutants: the same bugs written into the spec; TLC must find them, through the
     # property named after each.
-    Mutant("spec-first-generation-zero", "the first generation is 0 instead of 1 (in the spec)", "as above",
+    Mutant("spec-first-generation-zero", "the first generation is 0 instead of 1 (in the spec)",
+           "issue #3 list",
            spec={"Coordinator.tla": [("LET G1 == [G EXCEPT !.gen = @ + 1] IN",
                                       "LET G1 == [G EXCEPT !.gen = IF @ = 0 THEN 0 ELSE @ + 1] IN")]},
            checks=("tlc-mc3",), expect="generation_bump_iff_join_completed"),
-    Mutant("spec-generation-bumped-twice", "the generation bumped twice for one join phase (in the spec)", "as above",
+    Mutant("spec-generation-bumped-twice", "the generation bumped twice for one join phase (in the spec)",
+           "issue #3 list",
            spec={"Coordinator.tla": [("LET G1 == [G EXCEPT !.gen = @ + 1] IN", "LET G1 == [G EXCEPT !.gen = @ + 2] IN")]},
            checks=("tlc-mc3",), expect="generation_step"),
     Mutant("spec-disconnected-never-removed",
@@ -364,7 +366,7 @@ def catalogue() -> str:
     ids = max(len("/".join(m.ids)) for m in MUTANTS) + 2
 
     def source(m: Mutant) -> str:
-        return "" if m.source in (*m.ids, "as above") else m.source
+        return "" if m.source in m.ids else m.source
 
     return "\n".join(f"  {m.name:{width}}{'/'.join(m.ids) or '-':{ids}}{source(m)}".rstrip() for m in MUTANTS)
 

@@ -120,6 +120,8 @@ ROWS = [
      "unknown mutant 'KAFKA-1'; choose from static-rejoin-keeps-old-id (KAFKA-8500), "),
     (["tla", "mutants", "--only", ","], "expected mutant names or bug ids"),
     (["tla", "mutants", "--workers", "many"], "argument --workers: expected a whole number"),
+    (["tla", "check", "--only", "mc3", "--write-docs"], "--write-docs records the full check"),
+    (["tla", "mutants", "--only", "KAFKA-8500", "--write-docs"], "--write-docs records the whole catalogue"),
     # --- no command, or an unknown one
     ([], "missing a command: one of serve, groups, offsets"),
     (["serve-all"], "unknown command 'serve-all'"),

@@ -66,6 +66,29 @@ def test_no_action_is_vacuous(check):
     assert all(n > 0 for n in total.values()), total
 
 
+def test_recorded_numbers_are_this_runs(check):
+    """The state counts tla/README.md shows (tla/measured.json) are the ones this run finds: a
+    change to the spec or its configurations that leaves them stale fails here (rerun
+    ``groupcoord tla check --write-docs``). MC4's symmetry is not exact, so its counts may move
+    by a few states between runs."""
+    from groupcoord.adapters.tla import docs
+
+    recorded = docs.load()["check"]
+    results = check[1]
+    for row in recorded["tlc"]:
+        got = results[row["check"]].data
+        if row["check"] == "mc4":
+            assert abs(got["distinct"] - row["distinct"]) <= row["distinct"] // 100, (row, got)
+        else:
+            assert (got["distinct"], got["generated"]) == (row["distinct"], row["generated"]), (row, got)
+    g = results["graph-check"].data
+    assert {k: g[k] for k in ("nodes", "classes", "edges", "inputs", "matched")} == \
+        {k: recorded["graph_check"][k] for k in ("nodes", "classes", "edges", "inputs", "matched")}
+    t = results["trace"].data
+    assert {k: t[k] for k in ("traces", "scenario_traces", "lines", "out_of_scope")} == \
+        {k: recorded["trace"][k] for k in ("traces", "scenario_traces", "lines", "out_of_scope")}
+
+
 def test_graph_replay_sound_and_complete(check):
     r = check[1]["graph-check"]
     assert r.data["edges"] > 0 and r.data["inputs"] > 0
@@ -269,3 +292,34 @@ def test_every_documented_property_is_checked_by_a_configuration():
     assert sorted(configured - documented) == [], "checked but not listed in tla/README.md"
     props = (TLA / "CoordinatorProps.tla").read_text()
     assert [n for n in documented if not re.search(rf"^{n} ==", props, re.M)] == []
+
+
+def test_readme_numbers_are_generated_from_the_last_runs():
+    """The measured sections of tla/README.md are what ``tla check --write-docs`` and ``tla
+    mutants --write-docs`` wrote from their runs (tla/measured.json): rendered again from the
+    file, the README is unchanged. The full check recorded passed, in under 5 minutes, and the
+    mutant table lists the current catalogue, every mutant through its property."""
+    from groupcoord.adapters.tla import docs
+
+    measured = docs.load()
+    text = docs.README.read_text(encoding="utf-8")
+    assert set(measured) == {"check", "mutants"}
+    assert docs.render_readme(text, measured) == text, "rerun groupcoord tla check/mutants --write-docs"
+    check = measured["check"]
+    assert check["ok"] and check["seconds"] < 300
+    assert [r["check"] for r in check["tlc"]] == ["mc3", "mc4", "live", "graph"]
+    assert "Measured by `groupcoord tla check --write-docs`" in text
+    recorded = measured["mutants"]
+    assert recorded["ok"] and recorded["passed"] == len(MUTANTS)
+    assert [(r["name"], r["bug"], r["source"], r["expect"]) for r in recorded["mutants"]] == \
+        [(m.name, m.bug, m.source, m.expect) for m in MUTANTS], "rerun groupcoord tla mutants --write-docs"
+
+
+def test_generated_sections_are_rewritten_in_place():
+    from groupcoord.adapters.tla import docs
+
+    text = "a\n<!-- generated:begin check -->\nold\n<!-- generated:end check -->\nb\n"
+    assert docs.rewrite_sections(text, {"check": "new\n"}) == \
+        "a\n<!-- generated:begin check -->\nnew\n<!-- generated:end check -->\nb\n"
+    with pytest.raises(ValueError):
+        docs.rewrite_sections("no markers", {"check": "x\n"})
