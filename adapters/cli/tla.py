@@ -140,26 +140,36 @@ def _scenario_paths() -> list[Path]:
     return suite_files(Path(__file__).resolve().parents[2])
 
 
-def validation_traces() -> tuple[list, list, int]:
-    """(scenario traces, hypothesis traces, scenarios left out as outside the spec's scope)."""
+def validation_traces() -> tuple[list, list, list]:
+    """(scenario traces, hypothesis traces, the scenarios left out: (file name, why))."""
     from groupcoord.adapters.tla import trace_sources
-    from groupcoord.adapters.conformance.scenarios import scenario_files
 
-    files = scenario_files(_scenario_paths())
-    scenario = trace_sources.scenario_traces(_scenario_paths(), len(files))
+    scenario, left_out = trace_sources.scenario_traces(_scenario_paths())
     hypo = [trace_sources.hypothesis_trace(seed, HYPOTHESIS_STEPS) for seed in HYPOTHESIS_SEEDS]
-    return scenario, hypo, len(files) - len(scenario)
+    return scenario, hypo, left_out
 
 
 def run_trace_validation(out=print) -> CheckResult:
-    from groupcoord.adapters.tla import trace_check
+    """Every scenario trace within the spec's scope and the hypothesis traces; the scenarios left
+    out are listed by reason (a scenario that fails is a failure here, not a scenario out of
+    scope), and a corrupted copy must be rejected."""
+    from groupcoord.adapters.tla import trace_check, trace_sources
 
     started = time.monotonic()
     r = CheckResult("trace", True, 0.0)
-    scenario, hypo, skipped = validation_traces()
+    scenario, hypo, left_out = validation_traces()
+    skipped = len(left_out)
     if not scenario:
         r.ok = False
         r.lines.append("  no scenario trace found")
+    by_reason = trace_sources.reasons(left_out)
+    if by_reason:
+        r.lines.append(f"  not checked: {skipped} scenarios, by reason:")
+        for why, names in by_reason.items():
+            r.lines.append(f"    {why}: {len(names)} ({', '.join(names)})")
+    if trace_sources.SCENARIO_FAILS in by_reason:
+        r.ok = False
+        r.lines.append(f"  FAILED: {len(by_reason[trace_sources.SCENARIO_FAILS])} scenarios fail on the core")
     accepted, runs = 0, []
     for batch in trace_check.batches(scenario + hypo):
         tr = trace_check.check_traces(batch)
@@ -174,6 +184,7 @@ def run_trace_validation(out=print) -> CheckResult:
     n = len(scenario) + len(hypo)
     r.data.update(accepted=accepted, traces=n, scenario_traces=len(scenario), hypothesis_traces=len(hypo),
                   hypothesis_steps=HYPOTHESIS_STEPS, runs=runs,
+                  not_checked={why: len(names) for why, names in by_reason.items()},
                   lines=sum(len(t.rows) for t in scenario + hypo), out_of_scope=skipped,
                   corrupted_step=step, rejected_at=rejected.diverged_at, rejected=not rejected.accepted)
     r.seconds = time.monotonic() - started

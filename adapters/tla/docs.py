@@ -83,7 +83,8 @@ def record_check(results: list, ok: bool, seconds: float, where: dict) -> dict:
     graph["seconds"] = round(by["graph-check"].seconds, 1)
     t = by["trace"].data
     trace = {k: t[k] for k in ("accepted", "traces", "scenario_traces", "hypothesis_traces", "hypothesis_steps",
-                               "lines", "out_of_scope", "corrupted_step", "rejected_at", "runs")}
+                               "lines", "out_of_scope", "not_checked", "corrupted_step", "rejected_at",
+                               "runs")}
     trace["seconds"] = round(by["trace"].seconds, 1)
     return dict(where, ok=ok, seconds=round(seconds, 1), tlc=tlc, graph_check=graph, trace=trace)
 
@@ -105,6 +106,11 @@ def _where(m: dict) -> str:
             f"{m['load']} at the start")
 
 
+def _by_count(counts: dict) -> list:
+    """Most first, then by name (the file keeps its keys sorted by name)."""
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
 def check_section(m: dict) -> str:
     lines = [f"Measured by `groupcoord tla check --write-docs` on {m['date']} ({_where(m)}): "
              f"{'PASS' if m['ok'] else 'FAIL'} in {_s(m['seconds'])}.", "",
@@ -122,10 +128,12 @@ def check_section(m: dict) -> str:
               f"* trace validation: {t['accepted']}/{t['traces']} traces accepted ({t['scenario_traces']} from the "
               f"scenario runner, {t['hypothesis_traces']} hypothesis traces of {t['hypothesis_steps']} steps; "
               f"{_n(t['lines'])} lines) in {len(t['runs'])} TLC run{_plural(len(t['runs']))} "
-              f"({'; '.join(f'{r[0]} trace{_plural(r[0])}: {_s(r[1])}' for r in t['runs'])}); {t['out_of_scope']} scenarios "
-              f"outside the spec's scope; a copy corrupted at line {t['corrupted_step']} "
+              f"({'; '.join(f'{r[0]} trace{_plural(r[0])}: {_s(r[1])}' for r in t['runs'])}); a copy corrupted at line "
+              f"{t['corrupted_step']} "
               f"{'rejected at line ' + str(t['rejected_at']) if t['rejected_at'] else 'ACCEPTED'} "
-              f"({_s(t['seconds'])} in all)."]
+              f"({_s(t['seconds'])} in all). {t['out_of_scope']} scenarios are outside the spec's scope "
+              f"and not checked, by reason (`tla check` lists them by name): "
+              + "; ".join(f"{why}: {n}" for why, n in _by_count(t["not_checked"])) + "."]
     return "\n".join(lines) + "\n"
 
 

@@ -41,24 +41,39 @@ def scenario_trace(path: str | Path) -> Trace:
     events: list = []
     result = run_scenario(scenario, str(path), observer=lambda e, _c: events.append(e))
     if not result.passed:
-        raise OutOfModel(f"the scenario fails: {result.reason}")
+        raise OutOfModel(f"{SCENARIO_FAILS}: {result.reason}")
     config = CoordinatorConfig.from_kafka(scenario.get("config") or {}, base=SCENARIO_BASE_CONFIG)
     return scoped_record(events, config, Path(path).name)
 
 
-def scenario_traces(paths: Iterable[str | Path], limit: int) -> list[Trace]:
-    """Up to ``limit`` traces of the scenarios in ``paths`` that stay within the spec's scope,
-    the longest first."""
+def scenario_traces(paths: Iterable[str | Path]) -> tuple[list[Trace], list[tuple[str, str]]]:
+    """The traces of the scenarios in ``paths`` that stay within the spec's scope, the longest
+    first, and the scenarios left out: (file name, why), in file order."""
     from groupcoord.adapters.conformance.scenarios import scenario_files
 
-    found = []
+    found, left_out = [], []
     for p in scenario_files(paths):
         try:
             found.append(scenario_trace(p))
-        except OutOfModel:
-            continue
+        except OutOfModel as e:
+            left_out.append((Path(p).name, str(e)))
     found.sort(key=lambda t: (-len(t.rows), t.name))
-    return found[:limit]
+    return found, left_out
+
+
+SCENARIO_FAILS = "the scenario fails"
+
+
+def reasons(left_out: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """Scenarios left out, by reason: the reason with its group ids and lists elided (``OffsetCommit
+    of 'g'`` and ``OffsetCommit of 'group'`` are one reason), most scenarios first."""
+    import re
+
+    by: dict[str, list[str]] = {}
+    for name, why in left_out:
+        why = SCENARIO_FAILS if why.startswith(SCENARIO_FAILS) else re.sub(r"\[[^\]]*\]|'[^']*'", "...", why)
+        by.setdefault(why, []).append(name.removesuffix(".json"))
+    return dict(sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0])))
 
 
 MAX_GROUPS = 50  # a recording with more is validated one named group at a time

@@ -101,6 +101,23 @@ def test_trace_validation(check):
     assert r.data["scenario_traces"] >= 10 and r.data["hypothesis_traces"] >= 3
     assert r.data["accepted"] == r.data["traces"] == r.data["scenario_traces"] + r.data["hypothesis_traces"]
     assert r.data["rejected"] and r.data["rejected_at"] == r.data["corrupted_step"]
+    assert sum(r.data["not_checked"].values()) == r.data["out_of_scope"]
+    assert "the scenario fails" not in r.data["not_checked"]
+    listed = [line for line in r.lines if line.startswith("    ")]
+    assert len(listed) == len(r.data["not_checked"]) and all("(" in line for line in listed)
+
+
+def test_scenarios_left_out_are_listed_by_reason():
+    """Trace validation names every scenario it does not check, by reason, instead of dropping
+    it (issue 17 §6); a scenario that fails on the core is its own reason."""
+    from groupcoord.adapters.tla.trace_sources import SCENARIO_FAILS, reasons
+
+    left_out = [("a.json", "OffsetCommit of 'g' (offsets are not in the spec)"),
+                ("b.json", "groups ['g', 'other'] (the spec models one)"),
+                ("c.json", "OffsetCommit of 'group-id' (offsets are not in the spec)"),
+                ("d.json", f"{SCENARIO_FAILS}: step 3: j1 has not been answered")]
+    assert reasons(left_out) == {"OffsetCommit of ... (offsets are not in the spec)": ["a", "c"],
+                                 "groups ... (the spec models one)": ["b"], SCENARIO_FAILS: ["d"]}
 
 
 def test_coverage_parser_counts_each_action():
