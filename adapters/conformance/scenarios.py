@@ -36,6 +36,7 @@ class Result:
     passed: bool
     step: int | None = None
     reason: str = ""
+    crashed: bool = False  # the coordinator or the runner raised (not a mismatch the step found)
 
     def line(self) -> str:
         if self.passed:
@@ -128,7 +129,7 @@ def run_steps(runner, scenario: dict, path: str) -> Result:
     except ScenarioFailure as e:
         return Result(path, name, False, step_no, str(e))
     except Exception as e:  # a crash of the coordinator or runner is a failure, with its cause
-        return Result(path, name, False, step_no, f"{type(e).__name__}: {e}")
+        return Result(path, name, False, step_no, f"{type(e).__name__}: {e}", crashed=True)
     finally:
         close = getattr(runner, "close", None)
         if close is not None:

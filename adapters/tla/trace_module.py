@@ -32,10 +32,10 @@ def _ids(trace: Trace) -> set:
 
 def module_text(trace: Trace | list) -> tuple[str, str]:
     """The generated TraceCheck.tla and TraceCheck.cfg for one trace or a batch of traces with
-    the same initial delay (TLC picks the trace ``k`` in its initial state)."""
+    the same constants (TLC picks the trace ``k`` in its initial state)."""
     traces = trace if isinstance(trace, list) else [trace]
-    if len({t.initial_delay for t in traces}) != 1:
-        raise ValueError("a batch of traces shares one initial delay")
+    if len({t.constants for t in traces}) != 1:
+        raise ValueError("a batch of traces shares one initial delay and retention check interval")
     ids = set().union(*(_ids(t) for t in traces))
     instances = set().union(*(t.instances for t in traces))
     errors = {r["event"]["error"] for t in traces for r in t.rows
@@ -99,8 +99,10 @@ TraceSpec == TraceInit /\\ [][TraceNext]_<<vars, i, k>>
     Protocols <- TraceNothing
     ProtocolTypes <- TraceNothing
     RebalanceTimeouts <- TraceNothing
+    SessionTimeouts <- TraceNothing
     JoinVersions <- TraceVersions
     InitialDelay = {traces[0].initial_delay}
+    RetentionCheckInterval = {traces[0].retention_check_interval}
     WriteErrors <- TraceErrors
     InitGroups <- TraceInitGroups
     MaxRequests <- TraceUnbounded
