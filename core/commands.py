@@ -99,6 +99,12 @@ class ExpirationTimer(NamedTuple):
 
 
 TIMER_KEYS = (HeartbeatTimer, JoinTimer, SyncTimer, ExpirationTimer)
+_KEY_BY_KIND = {key_type._field_defaults["kind"]: key_type for key_type in TIMER_KEYS}
+
+
+def timer_key(values: tuple):
+    """The typed key whose fields are ``values`` (a plain tuple of one, ``kind`` last)."""
+    return tuple.__new__(_KEY_BY_KIND[values[-1]], values)
 
 
 def key_fields(key_type) -> tuple[str, ...]:
