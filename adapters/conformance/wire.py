@@ -165,6 +165,13 @@ class _WireRunner(Runner):
             fields = schema.request_with_defaults(api, version, body)
         except schema.SchemaError as e:
             raise ScenarioFailure(f"bad request: {e}") from None
+        if api == "SyncGroup" and version >= 5 and (fields["protocol_type"] is None or fields["protocol_name"] is None):
+            # A scenario speaks to the coordinator; KafkaApis answers a v5+ SyncGroup without these
+            # 23 before the coordinator sees it (D12), so the wire runner sends them, as clients do.
+            group = self.host.call(self.server.core.coordinator.group, fields["group_id"])
+            if group is not None:
+                fields["protocol_type"] = fields["protocol_type"] or group.protocol_type
+                fields["protocol_name"] = fields["protocol_name"] or group.protocol_name
         client_host = step.get("client_host", "/127.0.0.1")
         if not (isinstance(client_host, str) and client_host.startswith("/127.")):
             raise ScenarioFailure(f"client_host {client_host!r} cannot be sent from this machine "
