@@ -73,8 +73,9 @@ class Offsets:
         if entries:
             if group is None:  # a "simple" group, created by its first commit
                 self._create_group(req.group_id)
-                self._op[partition][1].append(DropSimpleGroup(req.group_id))
             self._set_offsets(partition, [(req.group_id, key, entry) for key, entry in entries])
+            if group is None:  # after the offsets' undo: a failed write takes both back, as in Kafka
+                self._op[partition][1].append(DropSimpleGroup(req.group_id))
         return OffsetCommitResponse(tuple(topics))
 
     def _on_offset_fetch(self, req: ev.OffsetFetch) -> None:

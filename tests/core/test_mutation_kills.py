@@ -1178,3 +1178,20 @@ def test_a_require_stable_fetch_reads_the_latest_offsets_and_waits_for_their_wri
     assert "stable" not in d.responses
     d.release_writes()
     assert d.responses["stable"].groups[0].topics[0].partitions[0].committed_offset == 9
+
+
+def test_a_simple_group_whose_first_commit_fails_is_gone():
+    """A group created by its first commit (generation -1) exists only if that commit is
+    written: when the write fails, Kafka reverts the group's creation with the offsets."""
+    from groupcoord.adapters.runtime.driver import Driver
+    from groupcoord.core.config import CoordinatorConfig
+    from groupcoord.core.errors import Error
+
+    driver = Driver(CoordinatorConfig(offsets_topic_num_partitions=1))
+    driver.fail_next_write(Error.NOT_LEADER_OR_FOLLOWER)
+    commit = driver.send("OffsetCommit", {"group_id": "simple", "generation_id_or_member_epoch": -1, "member_id": "",
+                                          "topics": [{"name": "t", "partitions": [{"partition_index": 0,
+                                                                                   "committed_offset": 5}]}]},
+                         version=9)
+    assert driver.responses[commit].topics[0].partitions[0].error_code is Error.NOT_COORDINATOR
+    assert driver.coordinator.group("simple") is None and driver.coordinator.offsets("simple") == {}
