@@ -18,23 +18,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from groupcoord.adapters.checks.diagram import rewrite_sections
 from groupcoord.adapters.tla.run import TLA_DIR
 
 MEASURED = TLA_DIR / "measured.json"
 README = TLA_DIR / "README.md"
 SECTIONS = ("check", "mutants")
-
-
-def rewrite_sections(text: str, sections: dict[str, str]) -> str:
-    """``text`` with each named generated section's body replaced (each marker once, in order)."""
-    for name, body in sections.items():
-        begin, end = f"<!-- generated:begin {name} -->", f"<!-- generated:end {name} -->"
-        if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):
-            raise ValueError(f"expected one {begin!r} followed by one {end!r}")
-        head, rest = text.split(begin)
-        _, tail = rest.split(end)
-        text = f"{head}{begin}\n{body}{end}{tail}"
-    return text
 
 
 def render_readme(text: str, measured: dict) -> str:

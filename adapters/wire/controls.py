@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import attrs
+
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.errors import Error
 from groupcoord.adapters.wire.core_loop import CoreLoop
@@ -25,15 +27,14 @@ from groupcoord.adapters.wire.watch import Changes
 WAIT_S = 10.0  # how long a wait lasts unless told
 
 
+@attrs.define
 class Controls:
-    def __init__(self, core: CoreLoop, pipeline: StoragePipeline, replies: Replies, partitions: Partitions,
-                 listener: Listener, changes: Changes) -> None:
-        self.core = core
-        self.pipeline = pipeline
-        self.replies = replies
-        self.partitions = partitions
-        self.listener = listener
-        self.changes = changes
+    core: CoreLoop
+    pipeline: StoragePipeline
+    replies: Replies
+    partitions: Partitions
+    listener: Listener
+    changes: Changes
 
     def advance(self, ms: int) -> None:
         """Manual clock only: move time by ``ms`` and fire every due timer in Kafka's order."""
