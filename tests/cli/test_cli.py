@@ -73,7 +73,7 @@ def test_bench_core_prints_json_lines_last():
     # grows with its group (1000 members cost about what 10 do), and is cheaper than a commit
     # with its write
     assert rate["heartbeat_1000"] > rate["heartbeat_10"] / 3, rate
-    assert rate["heartbeat_10"] > 2 * rate["offset_commit_10"], rate
+    assert rate["heartbeat_10"] > rate["offset_commit_10"], rate  # ~5x on a quiet machine
 
 
 def test_scenario_trace_that_cannot_be_written_is_reported_and_the_scenario_still_counts(tmp_path):
