@@ -99,6 +99,12 @@ class ExpirationTimer(NamedTuple):
 
 
 TIMER_KEYS = (HeartbeatTimer, JoinTimer, SyncTimer, ExpirationTimer)
+_KEY_BY_KIND = {key_type._field_defaults["kind"]: key_type for key_type in TIMER_KEYS}
+
+
+def timer_key(values: tuple):
+    """The typed key whose fields are ``values`` (a plain tuple of one, ``kind`` last)."""
+    return tuple.__new__(_KEY_BY_KIND[values[-1]], values)
 
 
 def key_fields(key_type) -> tuple[str, ...]:
@@ -116,6 +122,16 @@ class InitialDelay:
 
 
 # --- stored records (the values of Kafka's __consumer_offsets records) ------------------
+
+
+def _group_key(record) -> tuple:
+    """A group's key in the offsets topic: its metadata record and its tombstone share it."""
+    return ("group", record.group_id)
+
+
+def _offset_key(record) -> tuple:
+    """An offset's key in the offsets topic: its commit record and its tombstone share it."""
+    return ("offset", record.group_id, record.topic, record.partition)
 
 
 @frozen
@@ -140,18 +156,14 @@ class GroupMetadataRecord:
     current_state_timestamp_ms: int
     members: tuple[MemberRecord, ...] = ()
 
-    @property
-    def key(self) -> tuple:
-        return ("group", self.group_id)
+    key = property(_group_key)
 
 
 @frozen
 class GroupTombstone:
     group_id: str
 
-    @property
-    def key(self) -> tuple:
-        return ("group", self.group_id)
+    key = property(_group_key)
 
 
 @frozen
@@ -165,9 +177,7 @@ class OffsetCommitRecord:
     commit_timestamp_ms: int
     expire_timestamp_ms: int | None = None
 
-    @property
-    def key(self) -> tuple:
-        return ("offset", self.group_id, self.topic, self.partition)
+    key = property(_offset_key)
 
 
 @frozen
@@ -176,9 +186,7 @@ class OffsetTombstone:
     topic: str
     partition: int
 
-    @property
-    def key(self) -> tuple:
-        return ("offset", self.group_id, self.topic, self.partition)
+    key = property(_offset_key)
 
 
 RECORD_TYPES = (GroupMetadataRecord, GroupTombstone, OffsetCommitRecord, OffsetTombstone)

@@ -118,6 +118,13 @@ class ByteReader:
     def int32(self) -> int:
         return self._take(">i", 4)
 
+    def version(self) -> int:
+        """The version a subscription or assignment starts with; a negative one is malformed."""
+        version = self.int16()
+        if version < 0:
+            raise ConsumerProtocolError(f"{self.what}: negative version {version}")
+        return version
+
     def _slice(self, n: int, what: str):
         if self.pos + n > len(self.data):
             raise ConsumerProtocolError(f"{self.what}: truncated {what} at byte {self.pos}")
@@ -175,11 +182,15 @@ def subscription_topics(metadata: bytes) -> frozenset[str] | None:
         return None
 
 
+def _given(cls: type, value):
+    """``value`` if it is a ``cls``, else a ``cls`` of the plain iterable ``value`` and nothing else."""
+    return value if isinstance(value, cls) else cls(tuple(value))
+
+
 def encode_subscription(sub: Subscription | Sequence[str], version: int = SUBSCRIPTION_VERSION,
                         topic_order: TopicOrder | None = None) -> bytes:
     """``sub`` may be a plain list of topics (a subscription with nothing else)."""
-    if not isinstance(sub, Subscription):
-        sub = Subscription(tuple(sub))
+    sub = _given(Subscription, sub)
     w = ByteWriter()
     w.int16(version)
     w.int32(len(sub.topics))
@@ -198,9 +209,7 @@ def encode_subscription(sub: Subscription | Sequence[str], version: int = SUBSCR
 def decode_subscription(data: bytes, group_instance_id: str | None = None) -> Subscription:
     """Newer versions are read with the v3 layout, as Kafka does; absent fields default."""
     r = ByteReader(data, "subscription")
-    version = r.int16()
-    if version < 0:
-        raise ConsumerProtocolError(f"subscription: negative version {version}")
+    version = r.version()
     topics = tuple(r.string() for _ in range(r.count()))
     user_data = r.nullable_bytes()
     owned, generation, rack = (), DEFAULT_GENERATION, None
@@ -216,8 +225,7 @@ def decode_subscription(data: bytes, group_instance_id: str | None = None) -> Su
 def encode_assignment(assignment: Assignment | Iterable[TopicPartition], version: int = ASSIGNMENT_VERSION,
                       topic_order: TopicOrder | None = None) -> bytes:
     """``assignment`` may be a plain iterable of (topic, partition)."""
-    if not isinstance(assignment, Assignment):
-        assignment = Assignment(tuple(assignment))
+    assignment = _given(Assignment, assignment)
     w = ByteWriter()
     w.int16(version)
     w.topic_partitions(assignment.partitions, topic_order)
@@ -229,9 +237,7 @@ def decode_assignment(data: bytes) -> Assignment:
     if len(data) < 2:
         raise ConsumerProtocolError(f"assignment: {len(data)} bytes, at least the version (2) expected")
     r = ByteReader(data, "assignment")
-    version = r.int16()
-    if version < 0:
-        raise ConsumerProtocolError(f"assignment: negative version {version}")
+    r.version()  # any version reads as version 0's fields (later ones only add at the end)
     partitions = r.topic_partitions()
     user_data = r.nullable_bytes() if not r.at_end() else None
     return Assignment(partitions, user_data)

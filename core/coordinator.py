@@ -252,8 +252,9 @@ class Coordinator(Writes, Offsets, Loading):
         if any(status is LOADING for status in self._partitions.values()):
             self._respond(req.request_id, ListGroupsResponse(Error.COORDINATOR_LOAD_IN_PROGRESS))
             return
-        states = {s.strip().lower() for s in req.states_filter}
-        types = {t.strip().lower() for t in req.types_filter}
+        # Kafka: states lower-cased and trimmed as Java's trim() does; types lower-cased only
+        states = {s.lower().strip(_JAVA_TRIMMED) for s in req.states_filter}
+        types = {t.lower() for t in req.types_filter}
         listed = tuple(
             ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
             for g in self._groups.values()
@@ -342,6 +343,7 @@ class Coordinator(Writes, Offsets, Loading):
         self._emit_writes(op)
 
 
+_JAVA_TRIMMED = "".join(map(chr, range(0x21)))  # String.trim(): every char up to U+0020
 _EMPTY_ID_ALLOWED = (ev.OffsetCommit, ev.OffsetFetch, ev.DescribeGroups, ev.DeleteGroups)
 
 

@@ -13,7 +13,8 @@ from types import MappingProxyType
 from .consumer_protocol import subscription_topics
 from .frozen import evolve, field_reader
 from .model import Group, Member, Parked
-from .states import GroupState, require_legal
+from .partitioning import java_string_hash
+from .states import EMPTY, GroupState, require_legal
 
 
 _FIELDS, _values = field_reader(Group)  # _values: a Group's or a draft's fields, in one call
@@ -128,7 +129,9 @@ class GroupDraft:
         return {name for name, count in self.protocol_counts.items() if count == size}
 
     def supports_protocols(self, protocol_type: str, names: set[str]) -> bool:
-        if not self.members:
+        # ClassicGroup.supportsProtocols: the Empty rule by state; a group rebalancing without
+        # members keeps its protocol type (any name is then listed by "every" member)
+        if self.state is EMPTY:
             return bool(protocol_type) and bool(names)
         if protocol_type != self.protocol_type:
             return False
@@ -136,8 +139,8 @@ class GroupDraft:
         return any(self.protocol_counts.get(name, 0) == size for name in names)
 
     def select_protocol(self) -> str:
-        """The vote of §4.1. Kafka breaks ties by HashMap order; here the tie goes to the name
-        first voted for, so the choice is deterministic."""
+        """The vote of §4.1: the most votes win; a tie goes to the name Kafka's HashMap of
+        votes iterates first (``stream().max`` keeps the first of equal counts)."""
         if not self.members:
             raise AssertionError(f"cannot select a protocol for empty group {self.group_id}")
         candidates = self.candidate_protocols()
@@ -145,10 +148,27 @@ class GroupDraft:
         for member in self.members.values():
             choice = member.vote(candidates)
             votes[choice] = votes.get(choice, 0) + 1
-        return max(votes, key=votes.__getitem__)
+        most = max(votes.values())
+        return next(name for name in java_hashmap_order(list(votes)) if votes[name] == most)
 
 
 _SETTERS = tuple(getattr(GroupDraft, name).__set__ for name in _FIELDS)
+
+
+def java_hashmap_order(keys: list[str]) -> list[str]:
+    """The order a java.util.HashMap holding ``keys`` (given in insertion order) iterates them:
+    by bucket, the spread String.hashCode masked by the table size (16, doubled past 3/4
+    full); keys of one bucket in insertion order (deviation D1: Kafka's insertion order there
+    follows its member HashMap)."""
+    size = 16
+    while len(keys) > size * 3 // 4:
+        size *= 2
+
+    def bucket(key: str) -> int:
+        h = java_string_hash(key)
+        return (h ^ (h >> 16)) & (size - 1)
+
+    return sorted(keys, key=bucket)  # stable: a bucket keeps insertion order
 
 
 def subscribed_topics(g) -> frozenset[str] | None:

@@ -103,14 +103,15 @@ class GroupMachine(Membership):
     # ------------------------------------------------------------------ inputs
 
     def _timer(self, event: TimerFired) -> None:
+        """A timer of this group (the coordinator routes by the key's group id)."""
         key = event.key
         kind = type(key)
         if kind is HeartbeatTimer:
-            self._heartbeat_expired(key.group_id, key.member_id)
+            self._heartbeat_expired(key.member_id)
         elif kind is JoinTimer:
-            self._join_timer_fired(key.group_id, event.payload)
+            self._join_timer_fired(event.payload)
         elif kind is SyncTimer:
-            self._sync_timer_fired(key.group_id, event.payload)
+            self._sync_timer_fired(event.payload)
 
     def _written(self, event: Written) -> None:
         if type(event.continuation) is AfterSync:

@@ -174,7 +174,7 @@ class Membership(Joining):
 
     # ------------------------------------------------------------------ timers (§3.10)
 
-    def _heartbeat_expired(self, gid: str, mid: str) -> None:
+    def _heartbeat_expired(self, mid: str) -> None:
         group = self._current()
         if group is None:
             return
@@ -197,7 +197,7 @@ class Membership(Joining):
         elif g.state is PREPARING_REBALANCE and g.has_all_members_joined:
             self._complete_join(g)
 
-    def _join_timer_fired(self, gid: str, payload) -> None:
+    def _join_timer_fired(self, payload) -> None:
         group = self._current()
         if group is None or group.state is not PREPARING_REBALANCE:
             return
@@ -207,11 +207,11 @@ class Membership(Joining):
             if g.new_member_added and remaining != 0:
                 g.new_member_added = False
                 new_delay = min(self.config.group_initial_rebalance_delay_ms, remaining)
-                self._arm(JoinTimer(g.partition, gid), new_delay, InitialDelay(new_delay, max(remaining - delay, 0)))
+                self._arm(JoinTimer(g.partition, g.group_id), new_delay, InitialDelay(new_delay, max(remaining - delay, 0)))
                 return
         self._complete_join(g)
 
-    def _sync_timer_fired(self, gid: str, generation_id: int) -> None:
+    def _sync_timer_fired(self, generation_id: int) -> None:
         group = self._current()
         if group is None or group.generation_id != generation_id:
             return
@@ -220,7 +220,7 @@ class Membership(Joining):
         g = self._thaw()
         for mid in [m for m in g.members if m in g.pending_sync]:  # member order: deterministic output
             g.remove(mid)
-            self._cancel(HeartbeatTimer(g.partition, gid, mid))
+            self._cancel(HeartbeatTimer(g.partition, g.group_id, mid))
         self._prepare_rebalance(g)
 
 

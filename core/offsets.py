@@ -31,9 +31,13 @@ class Offsets:
     # ------------------------------------------------------------ offsets (§3.8, §3.9)
 
     def _on_offset_commit(self, req: ev.OffsetCommit) -> None:
+        self._run_routed(req, self._commit)
+
+    def _run_routed(self, req: ev.OffsetCommit | ev.OffsetDelete, operation) -> None:
+        """Runs ``operation(req, partition)`` as one operation on the group's partition, once routed there."""
         partition = self._route(req, req.group_id)
         if partition is not None:
-            self._run_op(partition, req, self._commit, req, partition)
+            self._run_op(partition, req, operation, req, partition)
 
     def _commit(self, req: ev.OffsetCommit, partition: int):
         group = self._groups.get(req.group_id)
@@ -69,8 +73,9 @@ class Offsets:
         if entries:
             if group is None:  # a "simple" group, created by its first commit
                 self._create_group(req.group_id)
-                self._op[partition][1].append(DropSimpleGroup(req.group_id))
             self._set_offsets(partition, [(req.group_id, key, entry) for key, entry in entries])
+            if group is None:  # after the offsets' undo: a failed write takes both back, as in Kafka
+                self._op[partition][1].append(DropSimpleGroup(req.group_id))
         return OffsetCommitResponse(tuple(topics))
 
     def _on_offset_fetch(self, req: ev.OffsetFetch) -> None:
@@ -113,9 +118,7 @@ class Offsets:
         return FetchedGroup(fetch.group_id, topics)
 
     def _on_offset_delete(self, req: ev.OffsetDelete) -> None:
-        partition = self._route(req, req.group_id)
-        if partition is not None:
-            self._run_op(partition, req, self._offset_delete, req, partition)
+        self._run_routed(req, self._offset_delete)
 
     def _offset_delete(self, req: ev.OffsetDelete, partition: int):
         group = self._groups.get(req.group_id)

@@ -124,25 +124,19 @@ def decode(data: Any) -> Any:
 
 def group_of(value: Any) -> str | None:
     """The group a value concerns, if exactly one."""
-    gid = getattr(value, "group_id", None)
-    if isinstance(gid, str):
-        return gid
-    gid = getattr(getattr(value, "key", None), "group_id", None)  # a timer's key
-    if isinstance(gid, str):
-        return gid
-    if isinstance(value, cmd.Respond):
-        return None
-    return None
+    return _own_or_key_field(value, "group_id", str)
 
 
 def partition_of(value: Any) -> int | None:
-    p = getattr(value, "partition", None)
-    if isinstance(p, int):
-        return p
-    p = getattr(getattr(value, "key", None), "partition", None)  # a timer's key
-    if isinstance(p, int):
-        return p
-    return None
+    return _own_or_key_field(value, "partition", int)
+
+
+def _own_or_key_field(value: Any, name: str, kind: type) -> Any:
+    """``value``'s field ``name`` if it is a ``kind``, else its key's (a timer's), else None."""
+    found = getattr(value, name, None)
+    if not isinstance(found, kind):
+        found = getattr(getattr(value, "key", None), name, None)
+    return found if isinstance(found, kind) else None
 
 
 class Recorder:

@@ -14,7 +14,10 @@
 (*   is an action parameter.                                               *)
 (* * Time is abstract: an armed timer may fire at any moment; the timer    *)
 (*   table is the variable `timers` (key -> payload), changed only by the  *)
-(*   SetTimer / CancelTimer commands the coordinator emits.                *)
+(*   SetTimer / CancelTimer commands the coordinator emits. A SetTimer     *)
+(*   carries the timer's length (`ms`, its deadline minus now): a member's *)
+(*   session timeout, the group's rebalance timeout, the new-member join   *)
+(*   timeout, the initial delay or the retention check interval.           *)
 (* * `out` holds the commands of the last step (responses, writes and      *)
 (*   timer commands, in the order the core emits them) and `event` the     *)
 (*   event that produced them, so responses and writes are checked too.    *)
@@ -34,12 +37,15 @@ CONSTANTS
     Protocols,         \* protocol lists a JoinGroup may carry: sequences of <<name, metadata>>
     ProtocolTypes,     \* protocol types a JoinGroup may carry
     RebalanceTimeouts, \* rebalance timeouts a JoinGroup may carry (ms)
+    SessionTimeouts,   \* session timeouts a JoinGroup may carry (ms)
     JoinVersions,      \* JoinGroup versions clients use (a static join needs v5+)
     InitialDelay,      \* group.initial.rebalance.delay.ms
+    RetentionCheckInterval, \* offsets.retention.check.interval.ms (the expiration timer)
     WriteErrors,       \* storage errors a write may fail with
     InitGroups,        \* what LoadPartition brings: None (no group) or a stored group record
     MaxRequests,       \* client requests in a behaviour; -1: unbounded
-    Reduce             \* TRUE: clients name one free id only (see Canonical)
+    Reduce,            \* TRUE: clients name one free id only (see Canonical)
+    TieOrder           \* protocol names in the order Java's HashMap iterates them (a tied vote)
 
 Empty == "Empty"
 Preparing == "PreparingRebalance"
@@ -64,6 +70,9 @@ SyncKey == <<"sync">>
 ExpireKey == <<"expire">>
 HbKey(m) == <<"hb", m>>
 TimerKeys == {JoinKey, SyncKey, ExpireKey} \cup {HbKey(m) : m \in Ids}
+\* How long a freshly added member has to complete its first join (a constant in Kafka,
+\* CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS; core/config.py NEW_MEMBER_JOIN_TIMEOUT_MS).
+NewMemberJoinTimeout == 300000
 
 VARIABLES
     state,           \* GroupStates \cup {Absent}
@@ -73,7 +82,7 @@ VARIABLES
     protocolName,    \* None or the elected protocol name
     leader,          \* None or a member id
     members,         \* member ids in insertion order (the core's members dict)
-    mem,             \* member id -> [inst, protos, rto, join, sync, isNew, asg]
+    mem,             \* member id -> [inst, protos, rto, sto, join, sync, isNew, asg]
     pending,         \* pending member ids (handed out with MEMBER_ID_REQUIRED)
     pendingSync,     \* members the sync phase still waits for
     newMemberAdded,
@@ -144,7 +153,8 @@ Cur == [st |-> state, prev |-> prevState, gen |-> generation, ptype |-> protocol
         cur |-> <<>>, recs |-> <<>>, cbs |-> <<>>]
 
 Emit(G, c) == [G EXCEPT !.out = Append(@, c)]
-Arm(G, k, p) == [Emit(G, [c |-> "SetTimer", key |-> k, payload |-> p])
+\* A timer armed `ms` milliseconds from now (the core's deadline_ms - now_ms).
+Arm(G, k, p, ms) == [Emit(G, [c |-> "SetTimer", key |-> k, payload |-> p, ms |-> ms])
                     EXCEPT !.timers = SetKey(@, k, p)]
 Cancel(G, k) == [Emit(G, [c |-> "CancelTimer", key |-> k]) EXCEPT !.timers = DropKey(@, k)]
 
@@ -198,7 +208,8 @@ Metadata(rec, pname) ==
     IF is = {} THEN "" ELSE rec.protos[CHOOSE i \in is : \A j \in is : i <= j][2]
 
 \* Protocol names every member lists, and the vote (draft.select_protocol): each member votes
-\* for its first candidate; the most votes win, a tie goes to the name voted for first.
+\* for its first candidate; the most votes win; a tie goes to the name first in TieOrder (Java's
+\* HashMap order, which TLA+ cannot compute from a string), then to the name voted for first.
 Candidates(G) ==
     {n \in UNION {Names(G.mem[m].protos) : m \in DOMAIN G.mem} :
         \A m \in DOMAIN G.mem : n \in Names(G.mem[m].protos)}
@@ -210,12 +221,17 @@ SelectProtocol(G) ==
         count(n) == Cardinality({i \in 1..Len(votes) : votes[i] = n})
         first(n) == CHOOSE i \in 1..Len(votes) : votes[i] = n /\ \A j \in 1..(i - 1) : votes[j] # n
         names == Range(votes)
+        rank(n) == IF \E j \in 1..Len(TieOrder) : TieOrder[j] = n
+                   THEN CHOOSE j \in 1..Len(TieOrder) : TieOrder[j] = n ELSE Len(TieOrder) + 1
+        before(n, o) == rank(n) < rank(o) \/ (rank(n) = rank(o) /\ first(n) <= first(o))
         best == CHOOSE n \in names :
-                    \A o \in names : count(o) < count(n) \/ (count(o) = count(n) /\ first(n) <= first(o))
+                    \A o \in names : count(o) < count(n) \/ (count(o) = count(n) /\ before(n, o))
     IN best
+\* ClassicGroup.supportsProtocols: the Empty rule by state; without members every name counts
+\* as listed by all of them (the group keeps its protocol type while it rebalances).
 SupportsProtocols(G, ptype, names) ==
-    IF G.members = <<>> THEN ptype # "" /\ names # {}
-    ELSE ptype = G.ptype /\ names \cap Candidates(G) # {}
+    IF G.st = Empty THEN ptype # "" /\ names # {}
+    ELSE ptype = G.ptype /\ (G.members = <<>> \/ names \cap Candidates(G) # {})
 
 \* ClassicGroup.validateMember: the error, or NONE.
 Validate(G, mid, inst) ==
@@ -268,7 +284,7 @@ FullRecord(G, asg) ==
      leader |-> G.leader,
      members |-> <<>> \o [i \in 1..Len(G.members) |->
                     LET m == G.members[i] IN
-                    [id |-> m, inst |-> G.mem[m].inst, rto |-> G.mem[m].rto,
+                    [id |-> m, inst |-> G.mem[m].inst, rto |-> G.mem[m].rto, sto |-> G.mem[m].sto,
                      meta |-> Metadata(G.mem[m], G.pname),
                      asg |-> IF asg = None THEN G.mem[m].asg ELSE Get(asg, m, "")]]]
 Tombstone == [type |-> "GroupTombstone", gen |-> 0, ptype |-> "", pname |-> None,
@@ -291,7 +307,7 @@ Propagate(G, ids, code, reset, asg) ==
                                               SyncResp(code, IF ok THEN G1.ptype ELSE None,
                                                        IF ok THEN G1.pname ELSE None, newAsg)),
                                       m, [G1.mem[m] EXCEPT !.sync = FALSE]),
-                            HbKey(m), None)
+                            HbKey(m), None, rec.sto)
                    ELSE G1
          IN Propagate(G2, Tail(ids), code, reset, asg)
 
@@ -312,7 +328,7 @@ AnswerJoins(G, ids, list) ==
                    THEN Respond(G, To(G, "join", m),
                                 [JoinOk(G, m, FALSE) EXCEPT !.members = IF m = G.leader THEN list ELSE <<>>])
                    ELSE G
-             G2 == Arm(G1, HbKey(m), None)
+             G2 == Arm(G1, HbKey(m), None, G.mem[m].sto)
              G3 == [G2 EXCEPT !.mem[m] = [@ EXCEPT !.join = "", !.isNew = FALSE], !.psync = @ \cup {m}]
          IN AnswerJoins(G3, Tail(ids), list)
 
@@ -327,12 +343,13 @@ CompleteJoin(G) ==
         leaderOut == G1.leader # None /\ ~Parked(G1, G1.leader)
         joined == FirstOf(G1.members, LAMBDA m : Parked(G1, m))
     IN
-    IF leaderOut /\ joined = None THEN Arm(G1, JoinKey, <<>>)   \* only static members left
-    ELSE IF G1.leader = None /\ G1.members # <<>> THEN Arm(G1, JoinKey, <<>>)
+    \* only static members left: at least 1 ms, so that a 0 ms timeout cannot re-fire at once
+    IF leaderOut /\ joined = None THEN Arm(G1, JoinKey, <<>>, Max(RebalanceTimeoutOf(G1), 1))
+    ELSE IF G1.leader = None /\ G1.members # <<>> THEN Arm(G1, JoinKey, <<>>, RebalanceTimeoutOf(G1))
     ELSE LET G2 == InitNextGeneration(IF leaderOut THEN [G1 EXCEPT !.leader = joined] ELSE G1) IN
          IF G2.st = Empty
          THEN AppendRecord(G2, EmptyRecord(G2), [k |-> "empty_group"])
-         ELSE Arm(AnswerJoins(G2, G2.members, MemberList(G2)), SyncKey, G2.gen)
+         ELSE Arm(AnswerJoins(G2, G2.members, MemberList(G2)), SyncKey, G2.gen, RebalanceTimeoutOf(G2))
 
 PrepareRebalance(G) ==
     LET G1 == IF G.st = Completing THEN Propagate(G, G.members, "REBALANCE_IN_PROGRESS", TRUE, None)
@@ -341,11 +358,11 @@ PrepareRebalance(G) ==
         initial == G.st = Empty
         G3 == IF initial
               THEN Arm(G2, JoinKey, <<"initial", InitialDelay,
-                                      Max(RebalanceTimeoutOf(G2) - InitialDelay, 0)>>)
+                                      Max(RebalanceTimeoutOf(G2) - InitialDelay, 0)>>, InitialDelay)
               ELSE G2
         G4 == Transition(G3, Preparing)
     IN IF initial THEN G4
-       ELSE IF AllJoined(G4) THEN CompleteJoin(G4) ELSE Arm(G4, JoinKey, <<>>)
+       ELSE IF AllJoined(G4) THEN CompleteJoin(G4) ELSE Arm(G4, JoinKey, <<>>, RebalanceTimeoutOf(G4))
 
 MaybeCompleteJoin(G) ==
     IF G.st = Preparing /\ G.prev # Empty /\ AllJoined(G) THEN CompleteJoin(G) ELSE G
@@ -357,16 +374,16 @@ RebalanceOrCompleteJoin(G) ==
 (* JoinGroup (membership._join) *)
 
 NewMember(req) ==
-    [inst |-> req.inst, protos |-> req.protos, rto |-> req.rto, join |-> "J", sync |-> FALSE,
+    [inst |-> req.inst, protos |-> req.protos, rto |-> req.rto, sto |-> req.sto, join |-> "J", sync |-> FALSE,
      isNew |-> TRUE, asg |-> ""]
 
 AddMember(G, req, m) ==
     LET G1 == IF G.st = Preparing /\ G.prev = Empty THEN [G EXCEPT !.nma = TRUE] ELSE G
         G2 == [AddToGroup(G1, m, NewMember(req), req.ptype) EXCEPT !.cur = <<"join", m>>]
-    IN RebalanceOrCompleteJoin(Arm(G2, HbKey(m), None))
+    IN RebalanceOrCompleteJoin(Arm(G2, HbKey(m), None, NewMemberJoinTimeout))
 
-UpdateMember(G, m, protos, rto, join) ==
-    [G EXCEPT !.mem[m] = [@ EXCEPT !.protos = protos, !.rto = rto, !.join = join],
+UpdateMember(G, m, protos, rto, sto, join) ==
+    [G EXCEPT !.mem[m] = [@ EXCEPT !.protos = protos, !.rto = rto, !.sto = sto, !.join = join],
               !.cur = IF join # "" THEN <<"join", m>> ELSE @]
 
 Fence(G, old, rec) ==
@@ -377,15 +394,17 @@ Fence(G, old, rec) ==
 ReplaceStaticMember(G, req, old, new) ==
     LET previousLeader == G.leader
         oldRec == G.mem[old]
-        G1 == Arm(Fence(ReplaceStatic(G, old, new), old, oldRec), HbKey(new), None)
-        G2 == UpdateMember(G1, new, req.protos, req.rto, "J")
+        \* armed with the session timeout it had before this join's (Kafka: before updateMember)
+        G1 == Arm(Fence(ReplaceStatic(G, old, new), old, oldRec), HbKey(new), None, oldRec.sto)
+        G2 == UpdateMember(G1, new, req.protos, req.rto, req.sto, "J")
     IN
     IF G2.st = Stable
     THEN IF OrEmpty(G2.pname) = SelectProtocol(G2)
          THEN LET G3 == [G2 EXCEPT !.mem[new].join = "R"] IN   \* parked until the write is done
               AppendRecord(G3, FullRecord(G3, None),
                            [k |-> "static_replace", inst |-> req.inst, old |-> old, new |-> new,
-                            protos |-> oldRec.protos, rto |-> oldRec.rto, leader |-> previousLeader,
+                            protos |-> oldRec.protos, rto |-> oldRec.rto, sto |-> oldRec.sto,
+                            leader |-> previousLeader,
                             v9 |-> req.v >= 9])
          ELSE RebalanceOrCompleteJoin(G2)
     ELSE IF G2.st = Completing THEN PrepareRebalance(G2)
@@ -398,7 +417,7 @@ JoinNewMember(G, req) ==
     THEN LET old == StaticOf(G, req.inst) IN
          IF old # None THEN ReplaceStaticMember(G, req, old, req.uuid) ELSE AddMember(G, req, req.uuid)
     ELSE IF req.v >= 4
-    THEN Respond(Arm([G EXCEPT !.pending = @ \cup {req.uuid}], HbKey(req.uuid), None),
+    THEN Respond(Arm([G EXCEPT !.pending = @ \cup {req.uuid}], HbKey(req.uuid), None, req.sto),
                  ReqTag, JoinError("MEMBER_ID_REQUIRED", req.uuid))
     ELSE AddMember(G, req, req.uuid)
 
@@ -413,14 +432,14 @@ JoinExistingMember(G, req) ==
     ELSE IF err # NONE
     THEN Respond(G, ReqTag, JoinError(err, m))
     ELSE IF G.st = Preparing
-    THEN MaybeCompleteJoin(UpdateMember(G, m, req.protos, req.rto, "J"))
+    THEN MaybeCompleteJoin(UpdateMember(G, m, req.protos, req.rto, req.sto, "J"))
     ELSE IF G.st = Completing
     THEN IF G.mem[m].protos = req.protos
          THEN Respond(G, ReqTag, JoinOk(G, m, m = G.leader))
-         ELSE PrepareRebalance(UpdateMember(G, m, req.protos, req.rto, "J"))
+         ELSE PrepareRebalance(UpdateMember(G, m, req.protos, req.rto, req.sto, "J"))
     ELSE IF G.st = Stable
     THEN IF m = G.leader \/ G.mem[m].protos # req.protos
-         THEN PrepareRebalance(UpdateMember(G, m, req.protos, req.rto, "J"))
+         THEN PrepareRebalance(UpdateMember(G, m, req.protos, req.rto, req.sto, "J"))
          ELSE Respond(G, ReqTag, JoinOk(G, m, FALSE))
     ELSE Respond(G, ReqTag, JoinError("UNKNOWN_MEMBER_ID", m))
 
@@ -475,7 +494,7 @@ DoHeartbeat(G, req) ==
     ELSE IF err # NONE THEN Respond(G, ReqTag, HbResp(err))
     ELSE IF req.gen # G.gen THEN Respond(G, ReqTag, HbResp("ILLEGAL_GENERATION"))
     ELSE IF G.st = Empty THEN Result(G, <<"Heartbeat", m>>, HbResp("UNKNOWN_MEMBER_ID"))
-    ELSE Result(Arm(G, HbKey(m), None), <<"Heartbeat", m>>,
+    ELSE Result(Arm(G, HbKey(m), None, G.mem[m].sto), <<"Heartbeat", m>>,
                 HbResp(IF G.st = Preparing THEN "REBALANCE_IN_PROGRESS" ELSE NONE))
 
 -----------------------------------------------------------------------------
@@ -567,7 +586,7 @@ JoinTimerFired(G, payload) ==
     IF G.st # Preparing THEN G
     ELSE IF payload # <<>> /\ G.nma /\ payload[3] # 0
     THEN LET d == Min(InitialDelay, payload[3]) IN
-         Arm([G EXCEPT !.nma = FALSE], JoinKey, <<"initial", d, Max(payload[3] - payload[2], 0)>>)
+         Arm([G EXCEPT !.nma = FALSE], JoinKey, <<"initial", d, Max(payload[3] - payload[2], 0)>>, d)
     ELSE CompleteJoin(G)
 
 RECURSIVE DropUnsynced(_, _)
@@ -583,7 +602,7 @@ SyncTimerFired(G, payload) ==
 
 ExpireFired(G) ==
     LET G1 == IF G.st = Empty THEN DeleteGroup(G) ELSE G IN
-    Arm(G1, ExpireKey, None)
+    Arm(G1, ExpireKey, None, RetentionCheckInterval)
 
 \* writes._expire_held_pending: the expiry also holds for the group snapshots that a failed
 \* write may bring back (deviation D15).
@@ -624,8 +643,8 @@ StaticReplaceWritten(G, cb, err) ==
                       IF cb.v9 THEN [JoinOk(G1, cb.new, isLeader) EXCEPT !.skip = isLeader]
                       ELSE [JoinOk(G1, cb.new, FALSE) EXCEPT !.leader = OrEmpty(cb.leader)])
     ELSE LET G1 == IF parked /\ StaticOf(G, cb.inst) = cb.new
-                   THEN Arm(ReplaceStatic(UpdateMember(G, cb.new, cb.protos, cb.rto, ""), cb.new, cb.old),
-                            HbKey(cb.old), None)
+                   THEN Arm(ReplaceStatic(UpdateMember(G, cb.new, cb.protos, cb.rto, cb.sto, ""), cb.new, cb.old),
+                            HbKey(cb.old), None, cb.sto)
                    ELSE G
          IN IF ~parked THEN G1
             ELSE Respond(G1, <<"join", cb.new>>,
@@ -737,18 +756,19 @@ DoUnload(G) ==
 
 -----------------------------------------------------------------------------
 (* LoadPartition (loading._on_load): the initial state. A stored record is
-   [gen, ptype, pname, leader, members: <<[id, inst, protos, rto, asg]>>]. *)
+   [gen, ptype, pname, leader, members: <<[id, inst, protos, rto, sto, asg]>>]. *)
 
 RECURSIVE LoadMembers(_, _)
 LoadMembers(G, ms) ==
     IF ms = <<>> THEN G
     ELSE LET x == Head(ms) IN
-         LoadMembers(AddToGroup(G, x.id, [inst |-> x.inst, protos |-> x.protos, rto |-> x.rto,
+         LoadMembers(AddToGroup(G, x.id, [inst |-> x.inst, protos |-> x.protos, rto |-> x.rto, sto |-> x.sto,
                                           join |-> "", sync |-> FALSE, isNew |-> FALSE,
                                           asg |-> x.asg], G.ptype), Tail(ms))
 
 RECURSIVE ArmAll(_, _)
-ArmAll(G, ids) == IF ids = <<>> THEN G ELSE ArmAll(Arm(G, HbKey(Head(ids)), None), Tail(ids))
+ArmAll(G, ids) ==
+    IF ids = <<>> THEN G ELSE ArmAll(Arm(G, HbKey(Head(ids)), None, G.mem[Head(ids)].sto), Tail(ids))
 
 Loaded(rec) ==
     LET G0 == [st |-> Absent, prev |-> None, gen |-> 0, ptype |-> None, pname |-> None, leader |-> None,
@@ -760,7 +780,7 @@ Loaded(rec) ==
                                           !.gen = rec.gen, !.ptype = IF rec.ptype = "" THEN None ELSE rec.ptype,
                                           !.pname = rec.pname], rec.members)
         G2 == IF rec = None THEN G1 ELSE [G1 EXCEPT !.leader = rec.leader]
-    IN Arm(ArmAll(G2, G2.members), ExpireKey, None)
+    IN Arm(ArmAll(G2, G2.members), ExpireKey, None, RetentionCheckInterval)
 
 -----------------------------------------------------------------------------
 (* Steps: the working record becomes the next state. *)
@@ -785,7 +805,7 @@ Assign(G) ==
 CanRequest == budget # 0
 Spend == budget' = IF budget < 0 THEN budget ELSE budget - 1
 
-\* req: [mid, inst, ptype, protos, rto, v, uuid]
+\* req: [mid, inst, ptype, protos, rto, sto, v, uuid]
 JoinGroup(req) == Assign(DoJoin(Cur, req)) /\ event' = [type |-> "JoinGroup"] @@ req
 \* req: [mid, inst, gen, ptype, pname, asg]
 SyncGroup(req) == Assign(DoSync(Cur, req)) /\ event' = [type |-> "SyncGroup"] @@ req
@@ -834,9 +854,16 @@ Init == \E rec \in InitGroups : InitFrom(rec)
 (* The environment: what clients may send. *)
 
 NoInst == {None}
-\* Ids free for a new member: not in use, and not named by an in-flight write.
-ReplaceIds(w) == UNION {IF c.k = "static_replace" THEN {c.old, c.new} ELSE {} : c \in Range(w.cbs)}
-InUse == Range(members) \cup pending \cup UNION {ReplaceIds(w) : w \in Range(writes)}
+\* Ids free for a new member: not in use, and not named by an in-flight write: a static
+\* replacement's old and new ids, and the members and pending members of a group copy that a
+\* failed write would bring back (restore_group, new_group's displaced group). Core ids are
+\* never reused; a spec id named there must not be either.
+SnapIds(s) == Range(s.members) \cup s.pending
+WriteIds(c) ==
+    CASE c.k = "static_replace" -> {c.old, c.new}
+      [] c.k \in {"restore_group", "new_group"} /\ c.snap # None -> SnapIds(c.snap)
+      [] OTHER -> {}
+InUse == Range(members) \cup pending \cup UNION {WriteIds(c) : c \in UNION {Range(w.cbs) : w \in Range(writes)}}
 FreeIds == Ids \ InUse
 \* With Reduce, a client names only the ids in use and one free id (all free ids are alike up to
 \* renaming), and a new member gets that id: fewer transitions, the same states up to symmetry.
@@ -849,7 +876,7 @@ JoinRequests ==
         maxV == CHOOSE v \in JoinVersions : \A w \in JoinVersions : w <= v
     IN
     {r \in [mid : {""} \cup Named, inst : NoInst \cup Instances, ptype : ProtocolTypes, protos : Protocols,
-            rto : RebalanceTimeouts, v : JoinVersions, uuid : new \cup {None}] :
+            rto : RebalanceTimeouts, sto : SessionTimeouts, v : JoinVersions, uuid : new \cup {None}] :
         /\ r.inst # None => r.v >= 5
         /\ IF r.mid = "" THEN r.uuid \in new ELSE r.uuid = None /\ (Reduce => r.v = maxV)}
 

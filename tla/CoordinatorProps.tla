@@ -18,6 +18,7 @@ TypeOK ==
     /\ DOMAIN mem = Ms /\ Len(members) = Cardinality(Ms)
     /\ \A m \in Ms : mem[m].join \in {"", "J", "R"} /\ mem[m].sync \in BOOLEAN
                      /\ mem[m].isNew \in BOOLEAN /\ mem[m].inst \in Instances \cup {None}
+                     /\ mem[m].rto \in Nat /\ mem[m].sto \in Nat
     /\ pending \subseteq Ids /\ pendingSync \subseteq Ids
     /\ newMemberAdded \in BOOLEAN
     /\ DOMAIN timers \subseteq TimerKeys
@@ -26,7 +27,7 @@ TypeOK ==
 -----------------------------------------------------------------------------
 (* State invariants (adapters/checks/invariants.py check_group, check_timers) *)
 
-leader_is_member == (Ms # {}) <=> (leader \in Ms) /\ (Ms = {} => leader = None)
+leader_is_member == ((Ms # {}) <=> (leader \in Ms)) /\ (Ms = {} => leader = None)
 empty_has_no_members == state = Empty => members = <<>> /\ protocolName = None
 static_map_consistent ==
     \A m, n \in Ms : m # n /\ mem[m].inst # None => mem[m].inst # mem[n].inst
@@ -63,7 +64,7 @@ Invariants ==
     /\ pending_not_members /\ pending_sync_subset /\ settled_group_has_protocol
     /\ parked_sync_only_completing /\ parked_join_state /\ new_member_only_preparing
     /\ generation_non_negative /\ join_timer_when_preparing /\ sync_timer_generation
-    /\ JoinPhaseCompletesWhenAllJoined /\ SettledGenerationPositive
+    /\ pending_member_has_timer /\ JoinPhaseCompletesWhenAllJoined /\ SettledGenerationPositive
     /\ SyncTimerWhileAwaitingSync /\ HeldOnlyBehindWrites /\ NothingLeftWhenDead
 
 -----------------------------------------------------------------------------

@@ -9,8 +9,11 @@ CONSTANTS m1, m2, m3, m4, m5, i1, i2
 PA == << <<"range", "a">> >>     \* a member's protocol list ...
 PB == << <<"range", "b">> >>     \* ... and the same protocol with other metadata (a change)
 NoGroup == {None}
+NoTieOrder == <<>>  \* one protocol name per configuration: no tied vote
 MinusOne == -1
-Stored(id, inst) == [id |-> id, inst |-> inst, protos |-> PA, rto |-> 6000, asg |-> "A"]
+\* A stored member, with its rebalance and session timeouts.
+StoredWith(id, inst, rto, sto) == [id |-> id, inst |-> inst, protos |-> PA, rto |-> rto, sto |-> sto, asg |-> "A"]
+Stored(id, inst) == StoredWith(id, inst, 6000, 10000)
 
 \* What the projection ignores: the previous state except "was Empty" (the only thing that
 \* decides anything), and the responses that held results and writes will send.
@@ -50,13 +53,15 @@ MCLiveProtocols == {PA}
 
 --------------------------------------------------------------------------
 (* MCGraph: the small configuration whose whole state graph is dumped and replayed against
-   the core (every id and every choice, no VIEW, no symmetry). *)
+   the core (every id and every choice, no VIEW, no symmetry). The loaded group's second
+   member has longer timeouts than the requests carry: a rebalance timer is the longest of the
+   members' (m2's 8000 until it leaves), each heartbeat timer its own member's session. *)
 MCGraphIds == {m1, m2, m3}
 MCGraphInstances == {i1}
 MCGraphProtocols == {PA, PB}
 MCGraphInit == {None,
                 [gen |-> 2, ptype |-> "consumer", pname |-> None, leader |-> None, members |-> <<>>],
                 [gen |-> 1, ptype |-> "consumer", pname |-> "range", leader |-> m1,
-                 members |-> <<Stored(m1, None), Stored(m2, i1)>>]}
+                 members |-> <<Stored(m1, None), StoredWith(m2, i1, 8000, 12000)>>]}
 
 ===========================================================================

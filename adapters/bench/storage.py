@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Awaitable, Callable
 
 from groupcoord.core.commands import GroupMetadataRecord, MemberRecord, OffsetCommitRecord
 from groupcoord.core.config import CoordinatorConfig
@@ -153,6 +154,43 @@ async def _reload(storage) -> tuple[float, float, int, int]:
     return read, total, len(groups), offsets
 
 
+def _commit_rows(store: str, port: int, seconds: float, rows: list) -> None:
+    """Commit rates from 1 and 64 connections, and one connection's median commit latency."""
+    for c in (1, 64):
+        rate, p50 = asyncio.run(_commits(port, c, seconds))
+        rows.append((f"{store}_commits_per_s_{c}", rate, "1/s"))
+        if c == 1:
+            rows.append((f"{store}_commit_ms_p50_1", p50, "ms"))
+
+
+def _write_and_reload_rows(store: str, groups: int, offsets: int, open_writer: Callable[[], Awaitable],
+                           open_reader: Callable[[], Awaitable], rows: list) -> None:
+    """The rate of writing the data set into a store (``open_writer``), then what reading it
+    back (``open_reader``) and loading it through the core cost (``_reload``)."""
+    data = _dataset(groups, offsets)
+
+    async def fill():
+        storage = await open_writer()
+        started = time.perf_counter()
+        await _fill(storage, data)
+        await storage.close()
+        return time.perf_counter() - started
+
+    rows.append((f"{store}_write_records_per_s", sum(len(v) for v in data.values()) / asyncio.run(fill()), "1/s"))
+    del data
+
+    async def reload():
+        storage = await open_reader()
+        try:
+            return await _reload(storage)
+        finally:
+            await storage.close()
+
+    read, total, n_groups, n_offsets = asyncio.run(reload())
+    rows += [(f"{store}_read_s", read, "s"), (f"{store}_reload_s", total, "s"),
+             (f"{store}_reload_groups", n_groups, ""), (f"{store}_reload_offsets", n_offsets, "")]
+
+
 def _sqlite(groups: int, offsets: int, seconds: float, rows: list) -> None:
     from groupcoord.adapters.storage.sqlite import DB_NAME, SqliteStorage
 
@@ -160,37 +198,16 @@ def _sqlite(groups: int, offsets: int, seconds: float, rows: list) -> None:
     try:
         serve = _Serve("--data-dir", os.path.join(tmp, "commits"))
         try:
-            for c in (1, 64):
-                rate, p50 = asyncio.run(_commits(serve.port, c, seconds))
-                rows.append((f"sqlite_commits_per_s_{c}", rate, "1/s"))
-                if c == 1:
-                    rows.append(("sqlite_commit_ms_p50_1", p50, "ms"))
+            _commit_rows("sqlite", serve.port, seconds, rows)
         finally:
             serve.stop()
         data_dir = os.path.join(tmp, "reload")
-        data = _dataset(groups, offsets)
 
-        async def fill():
-            storage = SqliteStorage(data_dir)
-            started = time.perf_counter()
-            await _fill(storage, data)
-            await storage.close()
-            return time.perf_counter() - started
+        async def open_store():
+            return SqliteStorage(data_dir)
 
-        rows.append(("sqlite_write_records_per_s", sum(len(v) for v in data.values()) / asyncio.run(fill()), "1/s"))
-        del data
-
-        async def reload():
-            storage = SqliteStorage(data_dir)
-            try:
-                return await _reload(storage)
-            finally:
-                await storage.close()
-
-        read, total, n_groups, n_offsets = asyncio.run(reload())
-        rows += [("sqlite_read_s", read, "s"), ("sqlite_reload_s", total, "s"),
-                 ("sqlite_reload_groups", n_groups, ""), ("sqlite_reload_offsets", n_offsets, ""),
-                 ("sqlite_store_mb", Path(data_dir, DB_NAME).stat().st_size / 1e6, "MB")]
+        _write_and_reload_rows("sqlite", groups, offsets, open_store, open_store, rows)
+        rows.append(("sqlite_store_mb", Path(data_dir, DB_NAME).stat().st_size / 1e6, "MB"))
         serve = _Serve("--data-dir", data_dir)
         rows.append(("sqlite_start_to_listening_s", serve.listening_after, "s"))
         serve.stop()
@@ -226,37 +243,17 @@ def _broker(groups: int, offsets: int, seconds: float, rows: list) -> None:
         try:
             # the partitions are ours once the ownership group formed: wait for a commit to succeed
             asyncio.run(_wait_owned(serve.port))
-            for c in (1, 64):
-                rate, p50 = asyncio.run(_commits(serve.port, c, seconds))
-                rows.append((f"broker_commits_per_s_{c}", rate, "1/s"))
-                if c == 1:
-                    rows.append(("broker_commit_ms_p50_1", p50, "ms"))
+            _commit_rows("broker", serve.port, seconds, rows)
         finally:
             serve.stop()
-        data = _dataset(groups, offsets)
 
-        async def fill():
-            storage = BrokerStorage(bootstrap, "bench-reload", PARTITIONS)
+        async def open_store(**options):
+            storage = BrokerStorage(bootstrap, "bench-reload", PARTITIONS, **options)
             await storage.open()
-            started = time.perf_counter()
-            await _fill(storage, data)
-            await storage.close()
-            return time.perf_counter() - started
+            return storage
 
-        rows.append(("broker_write_records_per_s", sum(len(v) for v in data.values()) / asyncio.run(fill()), "1/s"))
-        del data
-
-        async def reload():
-            storage = BrokerStorage(bootstrap, "bench-reload", PARTITIONS, request_timeout_ms=60_000)
-            await storage.open()
-            try:
-                return await _reload(storage)
-            finally:
-                await storage.close()
-
-        read, total, n_groups, n_offsets = asyncio.run(reload())
-        rows += [("broker_read_s", read, "s"), ("broker_reload_s", total, "s"),
-                 ("broker_reload_groups", n_groups, ""), ("broker_reload_offsets", n_offsets, "")]
+        _write_and_reload_rows("broker", groups, offsets, open_store,
+                               lambda: open_store(request_timeout_ms=60_000), rows)
     finally:
         tansu.terminate()
         try:

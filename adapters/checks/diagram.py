@@ -42,8 +42,14 @@ def render_states_md(existing_text: str) -> str:
     """``existing_text`` (spec/states.md) with its generated sections rewritten: the text
     between ``<!-- generated:begin NAME -->`` and ``<!-- generated:end NAME -->`` for NAME in
     ``table`` and ``diagram``. Pure: the caller reads and writes the file."""
-    sections = {"table": transition_table(), "diagram": f"```mermaid\n{mermaid()}```\n"}
-    text = existing_text
+    return rewrite_sections(existing_text, {"table": transition_table(),
+                                            "diagram": f"```mermaid\n{mermaid()}```\n"})
+
+
+def rewrite_sections(text: str, sections: dict[str, str]) -> str:
+    """``text`` with each named generated section's body replaced: the text between
+    ``<!-- generated:begin NAME -->`` and ``<!-- generated:end NAME -->`` (each marker once,
+    in that order)."""
     for name, body in sections.items():
         begin, end = f"<!-- generated:begin {name} -->", f"<!-- generated:end {name} -->"
         if text.count(begin) != 1 or text.count(end) != 1 or text.index(begin) > text.index(end):

@@ -100,8 +100,7 @@ def _check_answer(request: Any, group: Group | None, event: Any, response: Any, 
             bad(JOIN_OK_CURRENT_GENERATION, f"NONE while the group is {group.state if group else 'absent'}")
             return out
         if (response.generation_id != group.generation_id or response.member_id not in group.members
-                or response.protocol_name != group.protocol_name
-                or response.protocol_type != group.protocol_type
+                or not _names_group_protocol(response, group)
                 or response.protocol_type != request.protocol_type):
             bad(JOIN_OK_CURRENT_GENERATION, f"NONE {response.member_id!r} gen {response.generation_id} "
                                             f"{response.protocol_type}/{response.protocol_name}; group gen "
@@ -121,15 +120,18 @@ def _check_answer(request: Any, group: Group | None, event: Any, response: Any, 
     elif isinstance(response, SyncGroupResponse) and response.error_code is Error.NONE:
         member = group.members.get(request.member_id) if group is not None else None
         if (member is None or group.state is not STABLE or request.generation_id != group.generation_id
-                or response.assignment != member.assignment
-                or response.protocol_type != group.protocol_type
-                or response.protocol_name != group.protocol_name):
+                or response.assignment != member.assignment or not _names_group_protocol(response, group)):
             bad(SYNC_OK_CURRENT_ASSIGNMENT, f"NONE {response.assignment!r} for {request.member_id!r} gen "
                                             f"{request.generation_id}; group "
                                             f"{group.state if group else 'absent'} gen "
                                             f"{group.generation_id if group else None}, stored "
                                             f"{member.assignment if member else None!r}")
     return out
+
+
+def _names_group_protocol(response: JoinGroupResponse | SyncGroupResponse, group: Group) -> bool:
+    """A NONE JoinGroup or SyncGroup answer names the group's protocol type and name."""
+    return response.protocol_type == group.protocol_type and response.protocol_name == group.protocol_name
 
 
 def _check_parked(before: Group, after: Group | None, event: Any, answers: Mapping[Any, Any]) -> list[str]:

@@ -200,7 +200,9 @@ def _check_writable(path: str, flag: str) -> None:
 def build_server(args: argparse.Namespace, log: Any) -> "Any":
     """The server ``serve`` runs. Every setting is checked (ConfigError) before the store is
     opened, so a refused start writes nothing."""
-    from groupcoord.adapters.wire.server import GroupServer, listen_problem
+    from groupcoord.adapters.wire.listener import listen_problem
+    from groupcoord.adapters.wire.options import ServerOptions
+    from groupcoord.adapters.wire.server import GroupServer
     from groupcoord.adapters.storage.memory import MemoryStorage
 
     settings: dict[str, str] = {}
@@ -264,13 +266,14 @@ def build_server(args: argparse.Namespace, log: Any) -> "Any":
         storage = SqliteStorage(args.data_dir, max_bytes=args.sqlite_max_bytes)
     else:
         storage = MemoryStorage()
-    return GroupServer(config, catalog, host=host, port=port, storage=storage, trace=args.trace, log=log,
-                       max_request_bytes=max_bytes, advertise_bound_port="advertised.port" not in settings,
-                       ownership=ownership, node_id_from_port=ownership is not None and "node.id" not in settings)
+    options = ServerOptions(host=host, port=port, trace=args.trace, max_request_bytes=max_bytes,
+                            advertise_bound_port="advertised.port" not in settings,
+                            node_id_from_port=ownership is not None and "node.id" not in settings)
+    return GroupServer(config, catalog, options=options, storage=storage, log=log, ownership=ownership)
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    from groupcoord.adapters.wire.server import Log
+    from groupcoord.adapters.wire.log import Log
 
     prog = getattr(args, "prog", "groupcoord serve")
     log = Log(sys.stderr, fmt=args.log_format, level=args.log_level)

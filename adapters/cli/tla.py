@@ -80,7 +80,8 @@ def _event_chunks(path: Path) -> str:
     return "\n".join(keep)
 
 
-def run_config(check: str, workers: int, work: Path, replace: dict | None = None, out=print) -> CheckResult:
+def run_config(check: str, workers: int, work: Path, replace: dict | None = None, out=print,
+               extra_files: dict | None = None) -> CheckResult:
     cfg = CONFIGS[check]
     dump = work / f"{check}.{'dot' if check == 'graph' else 'dump'}"
     started = time.monotonic()
@@ -88,9 +89,10 @@ def run_config(check: str, workers: int, work: Path, replace: dict | None = None
     if check in ("mc3", "mc4"):
         args = ["-dump", str(dump)]
     res = run_tlc(cfg, workers=workers, dump=dump if check == "graph" else None, extra_args=args,
-                  name=check, replace=replace, timeout=600)
+                  name=check, replace=replace, extra_files=extra_files, timeout=600)
     r = CheckResult(check, res.ok, time.monotonic() - started)
-    r.data.update(generated=res.generated, distinct=res.distinct, depth=res.depth, exit_code=res.exit_code)
+    r.data.update(config=cfg, generated=res.generated, distinct=res.distinct, depth=res.depth,
+                  exit_code=res.exit_code)
     r.lines.append(f"{check} ({cfg}): exit {res.exit_code}, {res.generated} states generated, {res.distinct} distinct, "
                    f"depth {res.depth}, {res.seconds:.1f} s")
     if not res.ok:
@@ -112,13 +114,15 @@ def run_graph_check(dot: Path, stop_at_first: bool = False) -> CheckResult:
     model = model_from_cfg((TLA_DIR / "MCGraph.cfg").read_text(), (TLA_DIR / "MC.tla").read_text())
     res = check_graph(graph, model, stop_at_first=stop_at_first)
     r = CheckResult("graph-check", res.ok, time.monotonic() - started)
-    r.data.update(nodes=res.nodes, edges=res.edges, inputs=res.inputs, matched=res.matched,
-                  unsound=len(res.unsound), missing=len(res.missing),
-                  first=(res.unsound + res.missing
-                         + [f"table edge {s} -> {t} taken by no core step" for s, t in res.uncovered])[:1])
+    r.data.update(nodes=res.nodes, classes=res.classes, edges=res.edges, inits=res.inits, inputs=res.inputs,
+                  matched=res.matched,
+                  unsound=len(res.unsound), missing=len(res.missing), crashed=len(res.crashed),
+                  first=(res.findings()
+                         + [f"table edge {s} -> {t} taken by no core step" for s, t in res.uncovered])[:1],
+                  about=res.first)
     r.lines.append(res.summary())
     r.lines.extend("  " + line for line in res.coverage())
-    for x in (res.unsound[:3] + res.missing[:3]):
+    for x in (res.unsound[:3] + res.missing[:3] + res.crashed[:3]):
         r.lines.append("  " + x[:500])
     return r
 
@@ -136,38 +140,51 @@ def _scenario_paths() -> list[Path]:
     return suite_files(Path(__file__).resolve().parents[2])
 
 
-def validation_traces() -> tuple[list, list, int]:
-    """(scenario traces, hypothesis traces, scenarios left out as outside the spec's scope)."""
+def validation_traces() -> tuple[list, list, list]:
+    """(scenario traces, hypothesis traces, the scenarios left out: (file name, why))."""
     from groupcoord.adapters.tla import trace_sources
-    from groupcoord.adapters.conformance.scenarios import scenario_files
 
-    files = scenario_files(_scenario_paths())
-    scenario = trace_sources.scenario_traces(_scenario_paths(), len(files))
+    scenario, left_out = trace_sources.scenario_traces(_scenario_paths())
     hypo = [trace_sources.hypothesis_trace(seed, HYPOTHESIS_STEPS) for seed in HYPOTHESIS_SEEDS]
-    return scenario, hypo, len(files) - len(scenario)
+    return scenario, hypo, left_out
 
 
 def run_trace_validation(out=print) -> CheckResult:
-    from groupcoord.adapters.tla import trace_check
+    """Every scenario trace within the spec's scope and the hypothesis traces; the scenarios left
+    out are listed by reason (a scenario that fails is a failure here, not a scenario out of
+    scope), and a corrupted copy must be rejected."""
+    from groupcoord.adapters.tla import trace_check, trace_sources
 
     started = time.monotonic()
     r = CheckResult("trace", True, 0.0)
-    scenario, hypo, skipped = validation_traces()
+    scenario, hypo, left_out = validation_traces()
+    skipped = len(left_out)
     if not scenario:
         r.ok = False
         r.lines.append("  no scenario trace found")
-    accepted = 0
+    by_reason = trace_sources.reasons(left_out)
+    if by_reason:
+        r.lines.append(f"  not checked: {skipped} scenarios, by reason:")
+        for why, names in by_reason.items():
+            r.lines.append(f"    {why}: {len(names)} ({', '.join(names)})")
+    if trace_sources.SCENARIO_FAILS in by_reason:
+        r.ok = False
+        r.lines.append(f"  FAILED: {len(by_reason[trace_sources.SCENARIO_FAILS])} scenarios fail on the core")
+    accepted, runs = 0, []
     for batch in trace_check.batches(scenario + hypo):
         tr = trace_check.check_traces(batch)
         r.lines.append("  " + tr.line())
         r.ok &= tr.accepted
         accepted += len(batch) if tr.accepted else 0
+        runs.append([len(batch), round(tr.seconds, 1)])
     bad, step = trace_check.corrupt(hypo[0])
     rejected = trace_check.check_trace(bad)
     r.lines.append("  " + rejected.line() + f" (corrupted at line {step}: must be rejected there)")
     r.ok &= (not rejected.accepted) and rejected.diverged_at == step
     n = len(scenario) + len(hypo)
     r.data.update(accepted=accepted, traces=n, scenario_traces=len(scenario), hypothesis_traces=len(hypo),
+                  hypothesis_steps=HYPOTHESIS_STEPS, runs=runs,
+                  not_checked={why: len(names) for why, names in by_reason.items()},
                   lines=sum(len(t.rows) for t in scenario + hypo), out_of_scope=skipped,
                   corrupted_step=step, rejected_at=rejected.diverged_at, rejected=not rejected.accepted)
     r.seconds = time.monotonic() - started
@@ -179,9 +196,17 @@ def run_trace_validation(out=print) -> CheckResult:
     return r
 
 
-def run_check(selected: list[str] | None = None, workers: int | None = None, out=print) -> tuple[bool, list]:
+def run_check(selected: list[str] | None = None, workers: int | None = None, out=print,
+              write_docs: bool = False) -> tuple[bool, list]:
+    """``write_docs``: a full check that passes records its numbers in tla/measured.json and
+    rewrites tla/README.md's generated section from them (``adapters/tla/docs.py``)."""
+    from groupcoord.adapters.tla import docs
+
     selected = list(selected or CHECKS)
+    if write_docs and selected != list(CHECKS):
+        raise ValueError("--write-docs records the full check: run it without --only and --quick")
     workers = workers or workers_for_machine()
+    load_at_start = docs.load_average()
     out(f"TLC: {check_setup(hypothesis='trace' in selected)}; {workers} workers")
     results = []
     started = time.monotonic()
@@ -217,19 +242,31 @@ def run_check(selected: list[str] | None = None, workers: int | None = None, out
                 ok = False
             else:
                 out("every action taken in some configuration")
-        out(f"tla check: {'PASS' if ok else 'FAIL'} ({time.monotonic() - started:.1f} s)")
+        seconds = time.monotonic() - started
+        out(f"tla check: {'PASS' if ok else 'FAIL'} ({seconds:.1f} s)")
+        if write_docs:
+            if ok:
+                docs.write("check", docs.record_check(results, ok, seconds, docs.machine(workers, load_at_start)))
+                out(f"wrote {docs.MEASURED} and the measured numbers in {docs.README}")
+            else:
+                out("the docs are left as they were: a failing check measures nothing worth writing down")
         return ok, results
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def run_mutants_command(names: list[str] | None = None, workers: int | None = None, out=print,
-                        every_check: bool = False) -> tuple[bool, list]:
-    from groupcoord.adapters.tla import trace_check
+                        every_check: bool = False, write_docs: bool = False) -> tuple[bool, list]:
+    """``write_docs``: a run of the whole catalogue records its outcome in tla/measured.json and
+    rewrites tla/README.md's mutant table from it."""
+    from groupcoord.adapters.tla import docs, trace_check
     from groupcoord.adapters.conformance.scenarios import run_file, scenario_files
-    from groupcoord.adapters.tla.mutants import MUTANTS, run_mutants
+    from groupcoord.adapters.tla.mutants import MUTANTS, Catch, only_property, run_mutants, violated_property
 
+    if write_docs and names:
+        raise ValueError("--write-docs records the whole catalogue: run it without --only")
     workers = workers or workers_for_machine()
+    load_at_start = docs.load_average()
     started = time.monotonic()
     out(f"TLC: {check_setup(hypothesis=True)}; {workers} workers")
     work = Path(tempfile.mkdtemp(prefix="groupcoord-tla-mutants-"))
@@ -238,11 +275,17 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
         state: dict = {}
 
         def scenarios(m):
+            crash = None  # a scenario the core crashed in; the others may still show a mismatch
             for p in scenario_files(_scenario_paths()):
                 res = run_file(p)
-                if not res.passed:
-                    return f"{res.path.rsplit('/', 1)[-1]} step {res.step}: {res.reason[:120]}"
-            return None
+                if res.passed:
+                    continue
+                c = Catch("scenarios", f"{res.path.rsplit('/', 1)[-1]} step {res.step}", None, res.reason[:150],
+                          crash=res.crashed)
+                if not c.crash:
+                    return c
+                crash = crash or c
+            return crash
 
         def graph_check(m):
             if "graph" not in state:
@@ -251,30 +294,68 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
                     raise RuntimeError(f"MCGraph failed on the unmutated spec: {g.violation()}")
                 state["graph"] = True
             r = run_graph_check(dot, stop_at_first=True)
-            return None if r.ok else f"unsound {r.data['unsound']}, missing {r.data['missing']}: {r.data['first'][0][:200]}"
+            if r.ok:
+                return None
+            d = r.data
+            if d["unsound"] or d["missing"]:
+                return Catch("graph-check", f"{'unsound' if d['unsound'] else 'missing'} ({d['about']})",
+                             d["about"], d["first"][0][:300])
+            if d["crashed"]:
+                return Catch("graph-check", f"the core raised on {d['crashed']} inputs", None, d["first"][0][:300],
+                             crash=True)
+            return Catch("graph-check", "a table edge no core step takes", None, d["first"][0][:300])
 
         def trace(m):
-            scenario, hypo, _ = validation_traces()  # recorded through the mutated core
+            try:
+                scenario, hypo, _ = validation_traces()  # recorded through the mutated core
+            except Exception as e:  # noqa: BLE001 - the mutated core raised while recording
+                return Catch("trace", "the core raised while recording a trace", None, f"{type(e).__name__}: {e}",
+                             crash=True)
             for batch in trace_check.batches(scenario + hypo):
                 tr = trace_check.check_traces(batch)
                 if not tr.accepted:
-                    return f"trace {tr.name} rejected at line {tr.diverged_at} ({tr.event})"
+                    prop = violated_property(tr.detail)
+                    return Catch("trace", f"{tr.name} rejected at line {tr.diverged_at} ({tr.event})"
+                                 + (f": {prop} violated" if prop else ""), prop, tr.detail)
             return None
 
-        def tlc(config, check):
+        def tlc(check):
             def run(m):
-                r = run_config(check, workers, work, replace=m.spec)
-                return None if r.ok else (r.data.get("violation") or f"exit {r.data['exit_code']}")
+                live = check == "live"  # TLC does not name the liveness property it found violated
+                extra = ({CONFIGS[check]: only_property((TLA_DIR / CONFIGS[check]).read_text(), m.expect)}
+                         if live and m.expect else None)
+                r = run_config(check, workers, work, replace=m.spec, extra_files=extra)
+                if r.ok:
+                    return None
+                error = r.data.get("violation") or f"exit {r.data['exit_code']}"
+                name = f"tlc-{check}"
+                prop = violated_property(error)
+                if prop is not None:
+                    return Catch(name, f"{prop} violated", prop, error)
+                if error.startswith("Temporal properties were violated"):
+                    return Catch(name, f"{m.expect} violated (checked alone)", m.expect, error) if extra \
+                        else Catch(name, "a liveness property violated", None, error)
+                if error.startswith("Deadlock reached"):
+                    return Catch(name, "a deadlock", "deadlock", error)
+                return Catch(name, "TLC failed to evaluate the spec", None, error, crash=True)
             return run
 
         checks = {"scenarios": scenarios, "graph-check": graph_check, "trace": trace,
-                  "tlc-mc3": tlc("MC3.cfg", "mc3"), "tlc-live": tlc("MCLive.cfg", "live")}
-        out(f"{len(MUTANTS) if not names else len(names)} mutants (name, source -> the check that caught it):")
+                  "tlc-mc3": tlc("mc3"), "tlc-mc4": tlc("mc4"), "tlc-live": tlc("live")}
+        out(f"{len(MUTANTS) if not names else len(names)} mutants (name, source -> the check that caught it: "
+            f"the property or the difference):")
         results = run_mutants(checks, names, out, every_check=every_check)
-        caught = sum(r.caught_by is not None for r in results)
-        ok = caught == len(results) and bool(results)
+        passed = sum(r.passed for r in results)
+        caught = sum(r.caught is not None for r in results)
+        ok = passed == len(results) and bool(results)
+        seconds = time.monotonic() - started
         out(f"tla mutants: {caught}/{len(results)} caught ({100 * caught // max(1, len(results))} %), "
-            f"{'PASS' if ok else 'FAIL'} ({time.monotonic() - started:.1f} s)")
+            f"{passed}/{len(results)} through their property and not by a crash, "
+            f"{'PASS' if ok else 'FAIL'} ({seconds:.1f} s)")
+        if write_docs:
+            docs.write("mutants", docs.record_mutants(results, ok, seconds, docs.machine(workers, load_at_start),
+                                                      every_check))
+            out(f"wrote {docs.MEASURED} and the mutant table in {docs.README}")
         return ok, results
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -301,6 +382,9 @@ def add_tla_command(sub) -> None:
     c.add_argument("--quick", action="store_true", help="mc3, the state-graph check and trace validation only")
     c.add_argument("--workers", type=_workers, default=0, help="TLC workers (default 0: the machine's cores, "
                                                               "at most 2)")
+    c.add_argument("--write-docs", action="store_true",
+                   help="a full check that passes writes its numbers to tla/measured.json and the measured "
+                        "section of tla/README.md")
     v = tsub.add_parser(
         "validate", help="trace validation of a recorded trace (spec/trace-format.md): its inputs re-run "
                          "through the core, each step checked by TLC",
@@ -329,6 +413,9 @@ def add_tla_command(sub) -> None:
                                                               "at most 2)")
     m.add_argument("--every-check", action="store_true",
                    help="run every check on each mutant (not only up to the first that catches it)")
+    m.add_argument("--write-docs", action="store_true",
+                   help="write the outcome (of the whole catalogue) to tla/measured.json and the mutant table "
+                        "of tla/README.md")
 
 
 def run_validate(path: str, group_id: str | None = None, out=print, prog: str = "groupcoord tla validate") -> int:
@@ -401,11 +488,16 @@ def run_tla_command(args) -> int:
     try:
         if args.tla_command == "check":
             selected = list(args.only or ()) or (["mc3", "graph", "trace"] if args.quick else None)
-            ok, _ = run_check(selected, args.workers or None)
+            if args.write_docs and (args.only or args.quick):
+                return fail(prog, "--write-docs records the full check: run it without --only and --quick")
+            ok, _ = run_check(selected, args.workers or None, write_docs=args.write_docs)
         elif args.tla_command == "validate":
             return run_validate(args.trace, args.group, prog=prog)
         else:
-            ok, _ = run_mutants_command(args.only, args.workers or None, every_check=args.every_check)
+            if args.write_docs and args.only:
+                return fail(prog, "--write-docs records the whole catalogue: run it without --only")
+            ok, _ = run_mutants_command(args.only, args.workers or None, every_check=args.every_check,
+                                        write_docs=args.write_docs)
     except TlaSetupError as e:
         return fail(prog, e)
     return 0 if ok else 1

@@ -92,6 +92,16 @@ class KafkaClient:
             v -= 1
         return v
 
+    @property
+    def local_address(self) -> tuple:
+        """(host, port) of this end of the connection: who the broker sees sending."""
+        return tuple(self._writer.get_extra_info("sockname")[:2])
+
+    @property
+    def last_correlation_id(self) -> int:
+        """The correlation id of the request sent last."""
+        return self._correlation
+
     def send(self, api_key: int, fields: dict, version: int | None = None) -> asyncio.Future:
         """Send a request now; the future gets the response fields."""
         if version is None:
@@ -142,16 +152,21 @@ class KafkaClient:
 
     async def close(self) -> None:
         if self._reader_task is not None:
-            self._reader_task.cancel()
-            try:
-                await self._reader_task
-            except BaseException:
-                pass
+            await cancel_and_wait(self._reader_task)
         self._writer.close()
         try:
             await self._writer.wait_closed()
         except (ConnectionError, OSError):
             pass
+
+
+async def cancel_and_wait(task: asyncio.Task) -> None:
+    """Cancels ``task`` and waits until it has ended, however it ends."""
+    task.cancel()
+    try:
+        await task
+    except BaseException:
+        pass
 
 
 def parse_bootstrap(text: str) -> list[tuple[str, int]]:

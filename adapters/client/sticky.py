@@ -10,7 +10,7 @@ import struct
 
 
 from groupcoord.adapters.client.assignor_base import COOPERATIVE, EAGER, Assignor, AssignorError
-from groupcoord.adapters.client.sticky_general import GeneralAssignment, list_remove
+from groupcoord.adapters.client.sticky_general import GeneralAssignment, all_but_ordered, list_remove
 from groupcoord.adapters.client.java_order import java_key, java_order, tp_key
 from groupcoord.core.consumer_protocol import (
     DEFAULT_GENERATION,
@@ -161,23 +161,9 @@ class AbstractStickyAssignor(Assignor):
 
 
 def _unassigned_constrained(ppt, assigned: list[TopicPartition]) -> list[TopicPartition]:
-    """getUnassignedPartitions of the constrained builder (two pointers, as Kafka)."""
-    topics = sorted(ppt, key=java_key)
-    if not assigned:
-        return [(t, p) for t in topics for p in range(ppt[t])]
-    ordered = sorted(assigned, key=tp_key)
-    out, i, direct = [], 0, False
-    nxt = ordered[0]
-    for topic in topics:
-        for p in range(ppt[topic]):
-            if direct or not (nxt[0] == topic and nxt[1] == p):
-                out.append((topic, p))
-            elif i + 1 < len(ordered):
-                i += 1
-                nxt = ordered[i]
-            else:
-                direct = True
-    return out
+    """getUnassignedPartitions of the constrained builder."""
+    every = [(t, p) for t in sorted(ppt, key=java_key) for p in range(ppt[t])]
+    return all_but_ordered(every, sorted(assigned, key=tp_key)) if assigned else every
 
 
 class StickyAssignor(AbstractStickyAssignor):

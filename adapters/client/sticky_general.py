@@ -57,6 +57,22 @@ def list_remove(values: list, value) -> None:
         pass
 
 
+def all_but_ordered(partitions, ordered: list) -> list:
+    """``partitions`` without ``ordered``, a non-empty list of them in the same order: the
+    two-pointer walk of Kafka's getUnassignedPartitions (both builders)."""
+    out, i, direct = [], 0, False
+    nxt = ordered[0]
+    for tp in partitions:
+        if direct or nxt != tp:
+            out.append(tp)
+        elif i + 1 < len(ordered):
+            i += 1
+            nxt = ordered[i]
+        else:
+            direct = True
+    return out
+
+
 class GeneralAssignment:
     """GeneralAssignmentBuilder (subscriptions differ)."""
 
@@ -134,18 +150,7 @@ class GeneralAssignment:
     def _unassigned(self, assigned):
         if not assigned:
             return self.sorted_all
-        ordered = sorted(assigned, key=self._partition_key)
-        out, i, direct = [], 0, False
-        nxt = ordered[0]
-        for tp in self.sorted_all:
-            if direct or nxt != tp:
-                out.append(tp)
-            elif i + 1 < len(ordered):
-                i += 1
-                nxt = ordered[i]
-            else:
-                direct = True
-        return out
+        return all_but_ordered(self.sorted_all, sorted(assigned, key=self._partition_key))
 
     def _max_size(self, topics) -> int:
         if len(topics) == len(self.ppt):

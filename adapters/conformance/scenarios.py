@@ -36,6 +36,7 @@ class Result:
     passed: bool
     step: int | None = None
     reason: str = ""
+    crashed: bool = False  # the coordinator or the runner raised (not a mismatch the step found)
 
     def line(self) -> str:
         if self.passed:
@@ -128,7 +129,7 @@ def run_steps(runner, scenario: dict, path: str) -> Result:
     except ScenarioFailure as e:
         return Result(path, name, False, step_no, str(e))
     except Exception as e:  # a crash of the coordinator or runner is a failure, with its cause
-        return Result(path, name, False, step_no, f"{type(e).__name__}: {e}")
+        return Result(path, name, False, step_no, f"{type(e).__name__}: {e}", crashed=True)
     finally:
         close = getattr(runner, "close", None)
         if close is not None:
@@ -139,6 +140,18 @@ def run_steps(runner, scenario: dict, path: str) -> Result:
     return Result(path, name, True)
 
 
+def scenario_config(config: dict, topics: dict | None) -> CoordinatorConfig:
+    """A scenario's coordinator config, once its ``config`` and ``topics`` are checked."""
+    try:
+        cfg = CoordinatorConfig.from_kafka(config, base=SCENARIO_BASE_CONFIG)
+    except ConfigError as e:
+        raise ScenarioFailure(f"bad config: {e}") from None
+    if topics is not None and not (isinstance(topics, dict) and all(
+            isinstance(k, str) and isinstance(v, int) and v > 0 for k, v in topics.items())):
+        raise ScenarioFailure("topics must map topic names to partition counts")
+    return cfg
+
+
 class Runner:
     def __init__(self, observer: Callable | None) -> None:
         self.observer = observer
@@ -147,13 +160,7 @@ class Runner:
         self.topics: dict[str, int] | None = None
 
     def start(self, config: dict, topics: dict | None) -> None:
-        try:
-            cfg = CoordinatorConfig.from_kafka(config, base=SCENARIO_BASE_CONFIG)
-        except ConfigError as e:
-            raise ScenarioFailure(f"bad config: {e}") from None
-        if topics is not None and not (isinstance(topics, dict) and all(
-                isinstance(k, str) and isinstance(v, int) and v > 0 for k, v in topics.items())):
-            raise ScenarioFailure("topics must map topic names to partition counts")
+        cfg = scenario_config(config, topics)
         self.topics = topics
         self.driver = Driver(cfg, observer=self.observer)
 
@@ -207,7 +214,8 @@ class Runner:
 
     # --- send ------------------------------------------------------------------------
 
-    def _send(self, step: dict) -> None:
+    def _read_send(self, step: dict) -> tuple[str, str, int, dict]:
+        """A ``send`` step checked: its API, name, version and request body (bindings substituted)."""
         self._check_keys(step, {"send", "as", "version", "client_id", "client_host", "request"})
         api, name = step["send"], step.get("as")
         if api not in schema.SUPPORTED_VERSIONS:
@@ -215,7 +223,10 @@ class Runner:
         if not isinstance(name, str) or name in self.sent:
             raise ScenarioFailure(f"'as' must be a new name, got {name!r}")
         version = step.get("version", schema.SUPPORTED_VERSIONS[api][1])
-        body = decode_bytes(api, version, self._substitute(step.get("request", {})))
+        return api, name, version, decode_bytes(api, version, self._substitute(step.get("request", {})))
+
+    def _send(self, step: dict) -> None:
+        api, name, version, body = self._read_send(step)
         driver = self.driver
         try:
             event = request_event(

@@ -9,7 +9,8 @@ the server's test controls (the control channel), never through the core directl
 
 A request counts as answered when the server has written its response; ``expect`` then reads
 it from the socket. To know that, the runner asks the server (thread-safely) whether it has
-received and answered the request with that correlation id on that connection.
+received and answered the request with that correlation id on that connection; after a
+``send`` it waits, through the server's test controls, until the server has handled it.
 """
 
 from __future__ import annotations
@@ -19,19 +20,20 @@ import select
 import socket
 import struct
 import threading
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 from groupcoord.adapters.protocol import schema
-from groupcoord.core.config import ConfigError, CoordinatorConfig
+from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.errors import Error
 
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.wire.broker_apis import TopicCatalog
-from groupcoord.adapters.conformance.scenarios import (SCENARIO_BASE_CONFIG, Result, ScenarioFailure, decode_bytes, hexed, Runner, read_scenario,
-                          run_steps)
-from groupcoord.adapters.wire.server import GroupServer, ManualClock
+from groupcoord.adapters.conformance.scenarios import (Result, ScenarioFailure, hexed, Runner, read_scenario, run_steps,
+                          scenario_config)
+from groupcoord.adapters.wire.clock import ManualClock
+from groupcoord.adapters.wire.options import ServerOptions
+from groupcoord.adapters.wire.server import GroupServer
 from groupcoord.adapters.storage.memory import MemoryStorage
 
 _WAIT_S = 5.0
@@ -48,9 +50,9 @@ class _LoopThread:
     def run(self, coro, timeout: float = 30) -> Any:
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
 
-    def call(self, fn: Callable[[], Any], timeout: float = 30) -> Any:
+    def call(self, fn: Callable[..., Any], *args: Any, timeout: float = 30) -> Any:
         async def wrapper():
-            return fn()
+            return fn(*args)
         return self.run(wrapper(), timeout)
 
     def close(self) -> None:
@@ -92,7 +94,7 @@ class _GroupsView:
 
     def group(self, group_id: str):
         server = self.runner.server
-        return self.runner.host.call(lambda: server.coordinator.group(group_id))
+        return self.runner.host.call(lambda: server.core.coordinator.group(group_id))
 
 
 class _WireDriver:
@@ -109,25 +111,22 @@ class _WireDriver:
         return self.runner.server.config
 
     def advance(self, ms: int) -> None:
-        server = self.runner.server
-        self.runner.host.call(lambda: server.advance(ms))
+        self.runner.host.call(self.runner.server.controls.advance, ms)
 
     def hold_writes(self) -> None:
-        self.runner.host.call(self.runner.server.hold_writes)
+        self.runner.host.call(self.runner.server.controls.hold_writes)
 
     def release_writes(self, error: Error | None = None) -> None:
-        server = self.runner.server
-        self.runner.host.call(lambda: server.release_writes(error))
+        self.runner.host.call(self.runner.server.controls.release_writes, error)
 
     def fail_next_write(self, error: Error) -> None:
-        server = self.runner.server
-        self.runner.host.call(lambda: server.fail_next_write(error))
+        self.runner.host.call(self.runner.server.controls.fail_next_write, error)
 
     def unload(self) -> None:
-        self.runner.host.call(self.runner.server.unload_all)
+        self.runner.host.call(self.runner.server.controls.unload_all)
 
     def reload(self, config: CoordinatorConfig | None = None) -> None:
-        self.runner.host.run(self.runner.server.reload(config))
+        self.runner.host.run(self.runner.server.controls.reload(config))
 
 
 class _WireRunner(Runner):
@@ -141,17 +140,11 @@ class _WireRunner(Runner):
         self.correlation = 0
 
     def start(self, config: dict, topics: dict | None) -> None:
-        try:
-            cfg = CoordinatorConfig.from_kafka(config, base=SCENARIO_BASE_CONFIG)
-        except ConfigError as e:
-            raise ScenarioFailure(f"bad config: {e}") from None
-        if topics is not None and not (isinstance(topics, dict) and all(
-                isinstance(k, str) and isinstance(v, int) and v > 0 for k, v in topics.items())):
-            raise ScenarioFailure("topics must map topic names to partition counts")
+        cfg = scenario_config(config, topics)
         catalog = TopicCatalog(dict(topics)) if topics is not None else TopicCatalog(open=True)
-        self.server = self.host.call(lambda: GroupServer(
-            cfg, catalog, host="127.0.0.1", port=0, clock=ManualClock(0), storage=MemoryStorage(),
-            advertise_bound_port=False, track_requests=True))
+        options = ServerOptions(host="127.0.0.1", port=0, advertise_bound_port=False, track_requests=True)
+        self.server = self.host.call(lambda: GroupServer(cfg, catalog, options=options, clock=ManualClock(0),
+                                                         storage=MemoryStorage()))
         self.host.run(self.server.start())
         self.driver = _WireDriver(self)  # type: ignore[assignment]
 
@@ -167,18 +160,18 @@ class _WireRunner(Runner):
     # --- send ------------------------------------------------------------------------------
 
     def _send(self, step: dict) -> None:
-        self._check_keys(step, {"send", "as", "version", "client_id", "client_host", "request"})
-        api, name = step["send"], step.get("as")
-        if api not in schema.SUPPORTED_VERSIONS:
-            raise ScenarioFailure(f"unknown API {api!r}")
-        if not isinstance(name, str) or name in self.sent:
-            raise ScenarioFailure(f"'as' must be a new name, got {name!r}")
-        version = step.get("version", schema.SUPPORTED_VERSIONS[api][1])
-        body = decode_bytes(api, version, self._substitute(step.get("request", {})))
+        api, name, version, body = self._read_send(step)
         try:
             fields = schema.request_with_defaults(api, version, body)
         except schema.SchemaError as e:
             raise ScenarioFailure(f"bad request: {e}") from None
+        if api == "SyncGroup" and version >= 5 and (fields["protocol_type"] is None or fields["protocol_name"] is None):
+            # A scenario speaks to the coordinator; KafkaApis answers a v5+ SyncGroup without these
+            # 23 before the coordinator sees it (D12), so the wire runner sends them, as clients do.
+            group = self.host.call(self.server.core.coordinator.group, fields["group_id"])
+            if group is not None:
+                fields["protocol_type"] = fields["protocol_type"] or group.protocol_type
+                fields["protocol_name"] = fields["protocol_name"] or group.protocol_name
         client_host = step.get("client_host", "/127.0.0.1")
         if not (isinstance(client_host, str) and client_host.startswith("/127.")):
             raise ScenarioFailure(f"client_host {client_host!r} cannot be sent from this machine "
@@ -192,7 +185,7 @@ class _WireRunner(Runner):
         self.sent[name] = (api, version)
         sock.sendall(frame)
         # Wait until the server has handled it (answered or parked).
-        status = self._wait_status(sent, lambda s: s != "unknown", f"the server to receive {name}")
+        status = self._wait_handled(sent, name)
         if status == "closed":
             raise ScenarioFailure(f"the server closed the connection on {name}")
         self.inflight[name] = sent
@@ -217,19 +210,15 @@ class _WireRunner(Runner):
 
     def _status(self, sent: _Sent) -> str:
         server = self.server
-        return self.host.call(lambda: server.request_status(sent.peer, sent.correlation_id))
+        return self.host.call(lambda: server.listener.request_status(sent.peer, sent.correlation_id))
 
-    def _wait_status(self, sent: _Sent, done: Callable[[str], bool], what: str) -> str:
-        deadline = time.monotonic() + _WAIT_S
-        delay = 0.0002
-        while True:
+    def _wait_handled(self, sent: _Sent, name: str) -> str:
+        controls = self.server.controls
+        try:
+            return self.host.run(controls.request_handled(sent.peer, sent.correlation_id, _WAIT_S), _WAIT_S + 5)
+        except TimeoutError:
             status = self._status(sent)
-            if done(status):
-                return status
-            if time.monotonic() > deadline:
-                raise ScenarioFailure(f"timed out waiting for {what} (status {status})")
-            time.sleep(delay)
-            delay = min(delay * 2, 0.01)
+            raise ScenarioFailure(f"timed out waiting for the server to receive {name} (status {status})") from None
 
     def _collect(self, name: str) -> bool:
         """Read ``name``'s response if the server has answered it; True if it has one."""

@@ -22,6 +22,7 @@ from typing import Any, Callable, Protocol
 
 import attrs
 
+from groupcoord.adapters.runtime.alarm import Alarm
 from groupcoord.adapters.runtime.runner import CommandRunner
 from groupcoord.adapters.storage.interface import Storage, StorageError
 from groupcoord.adapters.storage.memory import MemoryStorage
@@ -69,12 +70,12 @@ class EmbeddedCoordinator:
         # Writes go to one writer task; their outcomes are fed when storage answers.
         self._runner = CommandRunner(self.coordinator, self._resolve, self._writes.put_nowait)
         self._wake = asyncio.Event()
-        self._alarm: Any = None
-        self._alarm_at: int | None = None
+        self._alarm: Alarm | None = None  # needs the clock, which may need the running loop
         self._tasks: list[asyncio.Task] = []
 
     async def start(self, partitions: range | None = None) -> None:
         self._clock = self._clock or LoopClock()
+        self._alarm = Alarm(self._clock, self._wake.set)
         self._tasks = [asyncio.create_task(self._run_timers()), asyncio.create_task(self._run_writes())]
         for p in partitions if partitions is not None else range(self.config.offsets_topic_num_partitions):
             records = await self.storage.load(p)
@@ -113,17 +114,7 @@ class EmbeddedCoordinator:
             future.set_result(response)
 
     def _set_alarm(self) -> None:
-        deadline = self._runner.next_deadline()
-        if deadline == self._alarm_at:
-            return
-        if self._alarm is not None:
-            self._alarm.cancel()
-        self._alarm_at = deadline
-        self._alarm = None if deadline is None else self._clock.call_at(deadline, self._on_alarm)
-
-    def _on_alarm(self) -> None:
-        self._alarm = self._alarm_at = None
-        self._wake.set()
+        self._alarm.set(self._runner.next_deadline())
 
     async def _run_timers(self) -> None:
         while True:

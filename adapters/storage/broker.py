@@ -41,7 +41,7 @@ from groupcoord.core.commands import GroupTombstone
 from groupcoord.core.errors import Error
 
 from groupcoord.adapters.storage import records as fmt
-from groupcoord.adapters.client.kafka_client import KafkaClient, KafkaError, parse_bootstrap
+from groupcoord.adapters.client.kafka_client import KafkaClient, KafkaError, cancel_and_wait, parse_bootstrap
 from groupcoord.adapters.storage.interface import StorageOpenError
 from groupcoord.adapters.storage.interface import StorageError, compact
 
@@ -338,11 +338,7 @@ class _Producer:
                 if not f.done() and (partitions is None or p in partitions)]
 
     async def close(self) -> None:
-        self.task.cancel()
-        try:
-            await self.task
-        except BaseException:
-            pass
+        await cancel_and_wait(self.task)
         for _p, _pairs, future in list(self.queue) + self.in_flight:
             if not future.done():
                 future.set_exception(StorageError(Error.NOT_LEADER_OR_FOLLOWER))

@@ -17,14 +17,7 @@ from groupcoord.core.commands import (
     MemberRecord,
     Respond,
 )
-from groupcoord.core.continuations import (
-    AfterEmptyGroup,
-    AfterNewGroup,
-    AfterStaticReplace,
-    AfterSync,
-    DeleteResult,
-    RestoreGroup,
-)
+from groupcoord.core import continuations as cont
 from groupcoord.core.errors import Error
 from groupcoord.core import CoordinatorState, Group, Member, Parked, PendingWrite, assemble_group
 from groupcoord.core.states import GroupState
@@ -38,7 +31,6 @@ from groupcoord.adapters.tla.model import (
     NOW_MS,
     PARTITION,
     REQ,
-    SESSION_MS,
     core_timer,
     sbytes,
 )
@@ -124,7 +116,7 @@ def build_core(s: F, instances: Iterable[MV], pool: Iterable[MV]) -> Built:
 def _build_member(m, r, core_id, ptype) -> Member:
     return Member(
         member_id=core_id(m), group_instance_id=None if r["inst"] is None else Ids.name(r["inst"]),
-        client_id=CLIENT, client_host="h", rebalance_timeout_ms=r["rto"], session_timeout_ms=SESSION_MS,
+        client_id=CLIENT, client_host="h", rebalance_timeout_ms=r["rto"], session_timeout_ms=r["sto"],
         protocol_type=ptype, protocols=core_protocols(r["protos"]), assignment=sbytes(r["asg"]),
         awaiting_join=Parked(("join", m), 5) if r["join"] else None,
         awaiting_sync=Parked(("sync", m), 5) if r["sync"] else None, is_new=r["isNew"])
@@ -158,33 +150,34 @@ def _build_callback(cb, s, mem, core_id, write_id, deletes, alpha):
     k = cb["k"]
     if k == "sync":
         asg = cb["asg"] if isinstance(cb["asg"], dict) else {}
-        return AfterSync(GROUP, cb["gen"], tuple((core_id(m), sbytes(b)) for m, b in asg.items()))
+        return cont.AfterSync(GROUP, cb["gen"], tuple((core_id(m), sbytes(b)) for m, b in asg.items()))
     if k == "static_replace":
         new = cb["new"]
         parked = isinstance(mem, dict) and new in mem and mem[new]["join"] == "R"
         rid = ("join", new) if parked else ("replaced", new)
         inst = Ids.name(cb["inst"])
-        return AfterStaticReplace(GROUP, inst, f"{inst}-{Ids.name(cb['old'])}", core_id(new, cb["inst"]),
-                                  core_protocols(cb["protos"]), cb["rto"], SESSION_MS,
-                                  core_id(cb["leader"]) if cb["leader"] is not None else None, rid,
-                                  9 if cb["v9"] else 5)
+        return cont.AfterStaticReplace(GROUP, inst, f"{inst}-{Ids.name(cb['old'])}", core_id(new, cb["inst"]),
+                                       core_protocols(cb["protos"]), cb["rto"], cb["sto"],
+                                       core_id(cb["leader"]) if cb["leader"] is not None else None, rid,
+                                       9 if cb["v9"] else 5)
     if k == "new_group":
         snap = cb["snap"]
         if snap is None:
-            return AfterNewGroup(GROUP, ("created", write_id))
+            return cont.AfterNewGroup(GROUP, ("created", write_id))
         smem = snap["mem"] if isinstance(snap["mem"], dict) else {}
-        return AfterNewGroup(GROUP, ("created", write_id), _build_group(F(snap.set(state=snap["st"])), smem, core_id))
+        return cont.AfterNewGroup(GROUP, ("created", write_id),
+                                  _build_group(F(snap.set(state=snap["st"])), smem, core_id))
     if k == "empty_group":
-        return AfterEmptyGroup()
+        return cont.AfterEmptyGroup()
     if k == "restore_group":
         snap = cb["snap"]
         smem = snap["mem"] if isinstance(snap["mem"], dict) else {}
-        return RestoreGroup(GROUP, _build_group(F(snap.set(state=snap["st"])), smem, core_id))
+        return cont.RestoreGroup(GROUP, _build_group(F(snap.set(state=snap["st"])), smem, core_id))
     if k == "delete_result":
         rid = ("held", "DeleteGroups", "", write_id)
         alpha.tags[rid] = ("DeleteGroups", "")
         deletes[rid] = (frozenset({write_id}), {GROUP: Error.NONE})
-        return DeleteResult(rid, (GROUP,))
+        return cont.DeleteResult(rid, (GROUP,))
     raise ValueError(f"unknown callback {k}")
 
 
@@ -212,7 +205,7 @@ def load_records(group: F | None, instances) -> tuple:
 
     members = tuple(MemberRecord(
         member_id=cid(x["id"], x["inst"]), group_instance_id=None if x["inst"] is None else Ids.name(x["inst"]),
-        client_id=CLIENT, client_host="h", rebalance_timeout_ms=x["rto"], session_timeout_ms=SESSION_MS,
+        client_id=CLIENT, client_host="h", rebalance_timeout_ms=x["rto"], session_timeout_ms=x["sto"],
         subscription=sbytes(x["protos"][0][1]), assignment=sbytes(x["asg"])) for x in group["members"])
     leader = None
     for x in group["members"]:
@@ -229,13 +222,14 @@ def load_records(group: F | None, instances) -> tuple:
 class Model:
     """The constants of one TLC configuration (what the environment may send)."""
 
-    def __init__(self, ids, instances, protocols, protocol_types, rebalance_timeouts, join_versions,
-                 write_errors, reduce: bool) -> None:
+    def __init__(self, ids, instances, protocols, protocol_types, rebalance_timeouts, session_timeouts,
+                 join_versions, write_errors, reduce: bool) -> None:
         self.ids = sorted(ids)
         self.instances = sorted(instances)
         self.protocols = list(protocols)
         self.protocol_types = sorted(protocol_types)
         self.rebalance_timeouts = sorted(rebalance_timeouts)
+        self.session_timeouts = sorted(session_timeouts)
         self.join_versions = sorted(join_versions)
         self.write_errors = sorted(write_errors)
         self.reduce = reduce
@@ -246,10 +240,12 @@ def spec_inputs(s: F, model: Model) -> list[F]:
     out: list[F] = []
     mem = s["mem"] if isinstance(s["mem"], dict) else {}
     in_use = set(s["members"]) | set(s["pending"])
-    for w in s["writes"]:
+    for w in s["writes"]:  # the spec's InUse: ids an in-flight write names (WriteIds)
         for cb in w["cbs"]:
             if cb["k"] == "static_replace":
                 in_use |= {cb["old"], cb["new"]}
+            elif cb["k"] in ("restore_group", "new_group") and cb["snap"] is not None:
+                in_use |= set(cb["snap"]["members"]) | set(cb["snap"]["pending"])
     free = [m for m in model.ids if m not in in_use]
 
     def canonical(xs):
@@ -266,14 +262,15 @@ def spec_inputs(s: F, model: Model) -> list[F]:
                 for pt in model.protocol_types:
                     for p in model.protocols:
                         for rto in model.rebalance_timeouts:
-                            for v in model.join_versions:
-                                if inst is not None and v < 5:
-                                    continue
-                                if mid != "" and model.reduce and v != max_v:
-                                    continue
-                                for u in (new_ids if mid == "" else [None]):
-                                    out.append(F(type="JoinGroup", mid=mid, inst=inst, ptype=pt, protos=p, rto=rto,
-                                                 v=v, uuid=u))
+                            for sto in model.session_timeouts:
+                                for v in model.join_versions:
+                                    if inst is not None and v < 5:
+                                        continue
+                                    if mid != "" and model.reduce and v != max_v:
+                                        continue
+                                    for u in (new_ids if mid == "" else [None]):
+                                        out.append(F(type="JoinGroup", mid=mid, inst=inst, ptype=pt, protos=p,
+                                                     rto=rto, sto=sto, v=v, uuid=u))
         for m in named:
             if s["state"] == "CompletingRebalance" and m == s["leader"]:
                 full = fn({x: "A" for x in mem})
@@ -335,8 +332,7 @@ def core_event(e: F, built: Built):
     raise ValueError(f"no core event for {t}")
 
 
-def client_request(e: F, request_id, now_ms: int, member, uuid: str | None = None,
-                   session_timeout_ms: int = SESSION_MS):
+def client_request(e: F, request_id, now_ms: int, member, uuid: str | None = None):
     """The core's request for a spec client event; ``member`` maps a spec member id to the
     core's, ``uuid`` is the new member uuid a JoinGroup carries."""
     t = e["type"]
@@ -346,7 +342,7 @@ def client_request(e: F, request_id, now_ms: int, member, uuid: str | None = Non
     common = dict(request_id=request_id, now_ms=now_ms, client_id=CLIENT, group_id=GROUP)
     inst = lambda i: None if i is None else Ids.name(i)  # noqa: E731
     if t == "JoinGroup":
-        return ev.JoinGroup(**common, version=e["v"], session_timeout_ms=session_timeout_ms,
+        return ev.JoinGroup(**common, version=e["v"], session_timeout_ms=e["sto"],
                             rebalance_timeout_ms=e["rto"], member_id=member(e["mid"]),
                             group_instance_id=inst(e["inst"]), protocol_type=e["ptype"],
                             protocols=core_protocols(e["protos"]), new_member_uuid=uuid)

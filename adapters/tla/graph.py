@@ -8,7 +8,9 @@ commands back as spec values, and requires:
 
 * unsound = 0: every core step is an edge of the graph (same action, same parameters, same
   next state, same commands);
-* missing = 0: every edge of the graph is a step of the core.
+* missing = 0: every edge of the graph is a step of the core;
+* crashed = 0: the core raised on no input (an input it raised on is not also counted as the
+  edges it then misses).
 
 Nodes that differ only in ``out`` and ``event`` have the same successors, so each such class
 is replayed once.
@@ -134,6 +136,10 @@ class GraphCheck:
     matched: int = 0
     unsound: list = attrs.Factory(list)
     missing: list = attrs.Factory(list)
+    crashed: list = attrs.Factory(list)  # inputs the core raised on
+    # what the first unsound or missing finding is about: the path of the first value where the
+    # core and the spec differ (out[3].ms), "no spec edge" or "missing edge"
+    first: str | None = None
     seconds: float = 0.0
     # (from, to) group state -> matched core steps that take that edge of the state table
     # (a step through PreparingRebalance, e.g. a rejoin completing at once, takes both edges)
@@ -146,7 +152,11 @@ class GraphCheck:
 
     @property
     def ok(self) -> bool:
-        return not self.unsound and not self.missing and not self.uncovered
+        return not self.unsound and not self.missing and not self.crashed and not self.uncovered
+
+    def findings(self) -> list[str]:
+        """Unsound and missing first, then crashes."""
+        return self.unsound + self.missing + self.crashed
 
     def coverage(self) -> list[str]:
         """One line per edge of the state table, with how many matched core steps take it."""
@@ -157,7 +167,8 @@ class GraphCheck:
     def summary(self) -> str:
         return (f"graph check: {self.nodes} states ({self.classes} distinct without out/event), {self.edges} edges, "
                 f"{self.inits} initial; {self.inputs} core steps, {self.matched} matched an edge; "
-                f"unsound {len(self.unsound)}, missing {len(self.missing)} ({self.seconds:.1f} s)")
+                f"unsound {len(self.unsound)}, missing {len(self.missing)}, crashed {len(self.crashed)} "
+                f"({self.seconds:.1f} s)")
 
 
 def core_step(built, e: F, s: F) -> F:
@@ -206,12 +217,29 @@ def init_step(e: F, instances, budget: int) -> F:
     return F(state)
 
 
-def _diff(a: F, b: F) -> str:
-    names = [k for k in a if a.get(k) != b.get(k)]
-    return "; ".join(f"{k}: core {show(a.get(k), 300)} / spec {show(b.get(k), 300)}" for k in names[:4])
+def _diff(a: F, b: F) -> tuple[str, str]:
+    """(where the core's state ``a`` and the spec's ``b`` first differ, every difference)."""
+    wheres = [_where(k, a.get(k), b.get(k)) for k in a if a.get(k) != b.get(k)]
+    return wheres[0][0], "; ".join(text for _, text in wheres[:4])
+
+
+def _where(path: str, a: Any, b: Any) -> tuple[str, str]:
+    """Where two values first differ: down through sequences of the same length and records
+    with the same fields (``out[3].ms``, and ``out[3].ms: core 6000 / spec 10000``)."""
+    while True:
+        if isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b):
+            i = next(i for i in range(len(a)) if a[i] != b[i])
+            path, a, b = f"{path}[{i + 1}]", a[i], b[i]
+        elif isinstance(a, dict) and isinstance(b, dict) and set(a) == set(b) and len(a) > 0:
+            k = next(k for k in a if a[k] != b[k])
+            path, a, b = f"{path}.{k}", a[k], b[k]
+        else:
+            return path, f"{path}: core {show(a, 300)} / spec {show(b, 300)}"
 
 
 def check_graph(graph: Graph, model: Model, stop_at_first: bool = False, limit: int = 5) -> GraphCheck:
+    """``stop_at_first``: stop at the first unsound or missing finding (crashes are collected
+    on the way, and do not stop it)."""
     started = time.monotonic()
     res = GraphCheck(nodes=len(graph.labels), edges=graph.edges, inits=len(graph.inits))
     states = _States(graph)
@@ -229,7 +257,9 @@ def check_graph(graph: Graph, model: Model, stop_at_first: bool = False, limit: 
         if got == s:
             res.matched += 1
         else:
-            res.unsound.append(f"initial state {show(s['event'], 200)}: {_diff(got, s)}")
+            where, text = _diff(got, s)
+            res.first = res.first or where
+            res.unsound.append(f"initial state {show(s['event'], 200)}: {text}")
             if stop_at_first:
                 break
 
@@ -238,7 +268,7 @@ def check_graph(graph: Graph, model: Model, stop_at_first: bool = False, limit: 
             break
         s = states.value(fp)
         targets = {states.value(t): t for t in graph.succ.get(fp, ())}
-        produced = set()
+        produced, raised = set(), set()
         try:
             built = build_core(s, instances, model.ids)
         except Exception as exc:  # noqa: BLE001 - a state the core cannot hold is a finding
@@ -251,10 +281,9 @@ def check_graph(graph: Graph, model: Model, stop_at_first: bool = False, limit: 
             except OutOfModel as exc:
                 res.unsound.append(f"state {_brief(s)} input {show(e, 200)}: out of the model: {exc}")
                 continue
-            except Exception as exc:  # noqa: BLE001 - a crash is unsound
-                res.unsound.append(f"state {_brief(s)} input {show(e, 200)}: the core raised {exc!r}")
-                if stop_at_first:
-                    break
+            except Exception as exc:  # noqa: BLE001 - a crash of the core
+                res.crashed.append(f"state {_brief(s)} input {show(e, 200)}: the core raised {exc!r}")
+                raised.add(e)
                 continue
             if got in targets:
                 res.matched += 1
@@ -262,13 +291,18 @@ def check_graph(graph: Graph, model: Model, stop_at_first: bool = False, limit: 
                 _count_transition(res.transitions, s["state"], got["state"])
                 continue
             same_event = [t for t in targets if t["event"] == e]
-            detail = _diff(got, same_event[0]) if same_event else "the spec has no edge for this input"
+            where, detail = _diff(got, same_event[0]) if same_event else ("no spec edge",
+                                                                          "the spec has no edge for this input")
+            res.first = res.first or where
             res.unsound.append(f"state {_brief(s)} input {show(e, 200)}: {detail}")
             if stop_at_first:
                 break
+        if stop_at_first and res.unsound:
+            break
         for t in targets:
-            if t in produced or (t == s):  # `Done` stutters in Dead
+            if t in produced or (t == s) or t["event"] in raised:  # `Done` stutters in Dead
                 continue
+            res.first = res.first or "missing edge"
             res.missing.append(f"state {_brief(s)}: spec edge {show(t['event'], 200)} -> "
                                f"{t['state']} out {show(t['out'], 300)} is produced by no core input")
             if stop_at_first:
@@ -312,7 +346,12 @@ def model_from_cfg(cfg_text: str, mc_text: str) -> Model:
                 text = re.sub(rf"\b{d}\b", body, text)
         return parse(text)
 
+    for name, setting in (("InitialDelay", CONFIG.group_initial_rebalance_delay_ms),
+                          ("RetentionCheckInterval", CONFIG.offsets_retention_check_interval_ms)):
+        if value(name) != setting:
+            raise ValueError(f"the configuration's {name} is {value(name)}; the core replayed against it "
+                             f"has {setting}")
     return Model(ids=value("Ids"), instances=value("Instances"), protocols=value("Protocols"),
                  protocol_types=value("ProtocolTypes"), rebalance_timeouts=value("RebalanceTimeouts"),
-                 join_versions=value("JoinVersions"), write_errors=value("WriteErrors"),
-                 reduce=value("Reduce"))
+                 session_timeouts=value("SessionTimeouts"), join_versions=value("JoinVersions"),
+                 write_errors=value("WriteErrors"), reduce=value("Reduce"))

@@ -52,7 +52,6 @@ from groupcoord.adapters.tla.values import F, MV, fn
 
 GROUP = "g"
 PARTITION = 0
-SESSION_MS = 10000
 CLIENT = "c"
 NOW_MS = 1_000_000
 REQ = ("req",)
@@ -176,7 +175,8 @@ class Alpha:
             return F(type="GroupMetadata", gen=r.generation_id, ptype=r.protocol_type, pname=r.protocol_name,
                      leader=self.ids.spec(r.leader_id), members=tuple(
                          F(id=self.ids.spec(m.member_id), inst=self.ids.inst(m.group_instance_id),
-                           rto=m.rebalance_timeout_ms, meta=bstr(m.subscription), asg=bstr(m.assignment))
+                           rto=m.rebalance_timeout_ms, sto=m.session_timeout_ms, meta=bstr(m.subscription),
+                           asg=bstr(m.assignment))
                          for m in r.members))
         if isinstance(r, GroupTombstone) and r.group_id == self.gid:
             return F(type="GroupTombstone", gen=0, ptype="", pname=None, leader=None, members=())
@@ -192,7 +192,8 @@ class Alpha:
             if m.awaiting_join is not None:
                 join = "R" if replacing.get(mid, object()) == m.awaiting_join.request_id else "J"
             mem[ids.spec(mid)] = F(inst=ids.inst(m.group_instance_id), protos=self.protos(m.protocols),
-                                   rto=m.rebalance_timeout_ms, join=join, sync=m.awaiting_sync is not None,
+                                   rto=m.rebalance_timeout_ms, sto=m.session_timeout_ms, join=join,
+                                   sync=m.awaiting_sync is not None,
                                    isNew=m.is_new, asg=bstr(m.assignment))
         return dict(state=group.state.value, prevState=group.previous_state.value, generation=group.generation_id,
                     protocolType=group.protocol_type, protocolName=group.protocol_name,
@@ -215,7 +216,8 @@ class Alpha:
         if kind is AfterStaticReplace and cb.group_id == self.gid:
             return F(k="static_replace", inst=ids.inst(cb.instance_id), old=ids.spec(cb.old_member_id),
                      new=ids.spec(cb.new_member_id), protos=self.protos(cb.old_protocols),
-                     rto=cb.old_rebalance_timeout_ms, leader=ids.spec(cb.previous_leader_id), v9=cb.version >= 9)
+                     rto=cb.old_rebalance_timeout_ms, sto=cb.old_session_timeout_ms,
+                     leader=ids.spec(cb.previous_leader_id), v9=cb.version >= 9)
         if kind is AfterNewGroup and cb.group_id == self.gid:
             # displaced: the group whose deletion failed meanwhile (_displace_on_rollback)
             return F(k="new_group", snap=None if cb.displaced is None else self.snapshot(cb.displaced))
@@ -305,6 +307,8 @@ class Alpha:
     # --- commands
 
     def commands(self, commands: list, before: CoordinatorState | None, event) -> tuple:
+        """The spec's ``out`` for ``event``'s commands: a SetTimer carries its length, the
+        deadline minus the event's now (a wrong length is a wrong command)."""
         own = event.request_id if isinstance(event, ev.Request) else object()
         parked = {}
         group = before.groups.get(self.gid) if before is not None else None
@@ -333,7 +337,8 @@ class Alpha:
             elif isinstance(c, SetTimer):
                 k = timer_key(c.key, self.ids, self.gid, self.partition)
                 if k is not None:
-                    out.append(F(c="SetTimer", key=k, payload=timer_payload(c.key, c.payload)))
+                    out.append(F(c="SetTimer", key=k, payload=timer_payload(c.key, c.payload),
+                                 ms=c.deadline_ms - event.now_ms))
             elif isinstance(c, CancelTimer):
                 k = timer_key(c.key, self.ids, self.gid, self.partition)
                 if k is not None:
@@ -353,7 +358,7 @@ class Alpha:
                 uuid = ids.to_spec.get(f"{event.client_id}-{event.new_member_uuid}", event.new_member_uuid)
             return F(type="JoinGroup", mid=ids.spec(event.member_id), inst=ids.inst(event.group_instance_id),
                      ptype=event.protocol_type, protos=self.protos(event.protocols), rto=event.rebalance_timeout_ms,
-                     v=event.version, uuid=uuid)
+                     sto=event.session_timeout_ms, v=event.version, uuid=uuid)
         if isinstance(event, ev.SyncGroup):
             return F(type="SyncGroup", mid=ids.spec(event.member_id), inst=ids.inst(event.group_instance_id),
                      gen=event.generation_id, ptype=event.protocol_type, pname=event.protocol_name,
@@ -395,7 +400,7 @@ class Alpha:
                      F(id=ids.spec(m.member_id), inst=ids.inst(m.group_instance_id),
                        protos=((last.protocol_name or "", bstr(m.subscription)),),
                        rto=m.session_timeout_ms if m.rebalance_timeout_ms == -1 else m.rebalance_timeout_ms,
-                       asg=bstr(m.assignment))
+                       sto=m.session_timeout_ms, asg=bstr(m.assignment))
                      for m in last.members))
 
 

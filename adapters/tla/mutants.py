@@ -7,10 +7,17 @@ the group machine (``groupcoord.core.machine.GroupMachine`` and the ``Membership
 The source tree is never written. A spec mutant is a text edit of a copy of tla/ (tla_run's
 ``replace``).
 
-Checks run cheapest first, and a mutant stops at the first check that fails:
+Checks run cheapest first, and a mutant stops at the first check that catches it:
 ``scenarios`` (every conformance scenario through the core), ``graph-check`` (the state-graph
-check of MCGraph, dumped once and shared), ``trace`` (trace validation of a hypothesis trace,
-with the spec unchanged), ``tlc-mc3`` / ``tlc-live`` (TLC on the mutated spec).
+check of MCGraph, dumped once and shared), ``trace`` (trace validation of the scenario and
+hypothesis traces, recorded through the mutated core, with the spec unchanged), ``tlc-mc3`` /
+``tlc-mc4`` / ``tlc-live`` (TLC on the mutated spec). Each check says what caught the mutant
+(``Catch``): the property TLC found violated, the scenario step, the value where the core and
+the spec first differ. An exception (the core raising, TLC failing to evaluate the spec) is a
+crash, not a catch: the next check runs, and a mutant caught only by crashes fails. A mutant
+with ``expect`` must be caught through it: the property TLC names (for a liveness property,
+which TLC does not name, the configuration checks that one alone), or the field where the graph
+check finds the core and the spec differ first.
 """
 
 from __future__ import annotations
@@ -38,6 +45,54 @@ class Mutant:
     spec: dict | None = None  # tla_run replace= for a spec mutant
     checks: tuple = ("scenarios", "graph-check", "trace")
     ids: tuple = ()  # the bug's ids (KAFKA-8500, KoP-380): --only takes them as well as the name
+    expect: str | None = None  # the property (or graph-check field) that must catch it
+
+
+@attrs.frozen
+class Catch:
+    """What caught a mutant: ``check`` (scenarios, graph-check, trace, tlc-mc3...), ``by`` (the
+    property TLC found violated, or the difference the check found, in a few words), ``about``
+    (the property's name, or the field where core and spec first differ; None when the check
+    names none), ``detail``, and ``crash``: an exception rather than a violation or a mismatch."""
+
+    check: str
+    by: str
+    about: str | None = None
+    detail: str = ""
+    crash: bool = False
+
+    def line(self) -> str:
+        return f"{self.check}: {self.by}" + (f" [{self.detail[:150]}]" if self.detail else "")
+
+
+_VIOLATED = re.compile(r"^(?:Invariant|Action property) (\w+) is violated")
+
+
+def violated_property(error: str) -> str | None:
+    """The property a TLC error line names (``Invariant X is violated.``, ``Action property X is
+    violated.``); None for anything else (a temporal property, which TLC does not name, or an
+    evaluation error)."""
+    m = _VIOLATED.match(error)
+    return m.group(1) if m else None
+
+
+def only_property(cfg_text: str, name: str) -> str:
+    """A TLC configuration that checks ``name`` alone: its INVARIANTS and PROPERTIES sections
+    keep only that name (for a liveness property, which TLC does not name when it is violated)."""
+    out, section = [], None
+    for line in cfg_text.splitlines():
+        if line and not line[0].isspace() and not line.startswith("\\*"):
+            section = line.split()[0]
+        elif section in ("INVARIANT", "INVARIANTS", "PROPERTY", "PROPERTIES") and line.split() \
+                and line.split()[0] != name:
+            continue
+        out.append(line)
+    if not any(line.split() == [name] for line in out):
+        raise ValueError(f"the configuration does not check {name}")
+    kept = [line for i, line in enumerate(out)  # no section left empty
+            if line.split()[:1] not in (["INVARIANT"], ["INVARIANTS"], ["PROPERTY"], ["PROPERTIES"])
+            or (i + 1 < len(out) and out[i + 1][:1].isspace())]
+    return "\n".join(kept) + "\n"
 
 
 MUTANTS: list[Mutant] = [
@@ -105,14 +160,34 @@ MUTANTS: list[Mutant] = [
            core=(("_complete_join", ((
                "        self._arm(SyncTimer(g.partition, g.group_id), g.rebalance_timeout_ms, g.generation_id)",
                "        pass"),)),)),
-    # Spec mutants: the same bugs written into the spec; TLC must find them.
-    Mutant("spec-first-generation-zero", "the first generation is 0 instead of 1 (in the spec)", "as above",
+    Mutant("static-replace-not-persisted",
+           "a static member rejoining a Stable group with an unknown member id is answered at once and its "
+           "new member id is never written", "KAFKA-10284", ids=("KAFKA-10284",),
+           core=(("_replace_static_member", ((
+               "                self._append(metadata_record(g, self._now, with_members=True),\n"
+               "                             AfterStaticReplace(g.group_id, req.group_instance_id, old_id, new_id,\n"
+               "                                                old.protocols, old.rebalance_timeout_ms, "
+               "old.session_timeout_ms,\n"
+               "                                                previous_leader, req.request_id, req.version))",
+               "                g.put(evolve(new, awaiting_join=None))\n"
+               "                self._respond(req.request_id, self._join_response(g, new_id, with_members=False))"),)),)),
+    Mutant("session-timer-rebalance-length",
+           "a member's session timer armed with its rebalance timeout when the join phase completes",
+           "issue #17 (timer lengths)", expect="ms", checks=("graph-check", "trace"),
+           core=(("_complete_join", ((
+               "            self._arm(HeartbeatTimer(g.partition, g.group_id, mid), member.session_timeout_ms)",
+               "            self._arm(HeartbeatTimer(g.partition, g.group_id, mid), member.rebalance_timeout_ms)"),)),)),
+    # Spec mutants: the same bugs written into the spec; TLC must find them, through the
+    # property named after each.
+    Mutant("spec-first-generation-zero", "the first generation is 0 instead of 1 (in the spec)",
+           "issue #3 list",
            spec={"Coordinator.tla": [("LET G1 == [G EXCEPT !.gen = @ + 1] IN",
                                       "LET G1 == [G EXCEPT !.gen = IF @ = 0 THEN 0 ELSE @ + 1] IN")]},
-           checks=("tlc-mc3",)),
-    Mutant("spec-generation-bumped-twice", "the generation bumped twice for one join phase (in the spec)", "as above",
+           checks=("tlc-mc3",), expect="generation_bump_iff_join_completed"),
+    Mutant("spec-generation-bumped-twice", "the generation bumped twice for one join phase (in the spec)",
+           "issue #3 list",
            spec={"Coordinator.tla": [("LET G1 == [G EXCEPT !.gen = @ + 1] IN", "LET G1 == [G EXCEPT !.gen = @ + 2] IN")]},
-           checks=("tlc-mc3",)),
+           checks=("tlc-mc3",), expect="generation_step"),
     Mutant("spec-disconnected-never-removed",
            "members that disconnect are never removed (in the spec): PreparingRebalance is never left",
            "Redpanda issue #3300", ids=("Redpanda-3300",),
@@ -122,10 +197,32 @@ MUTANTS: list[Mutant] = [
                ("         DropNotRejoined(IF ~Parked(G, m) /\\ ~IsStatic(G, m)\n"
                 "                         THEN Cancel(RemoveFromGroup(G, m), HbKey(m)) ELSE G, Tail(ids))",
                 "         DropNotRejoined(G, Tail(ids))"),
-               ("    ELSE IF G1.leader = None /\\ G1.members # <<>> THEN Arm(G1, JoinKey, <<>>)",
-                "    ELSE IF G1.leader = None /\\ G1.members # <<>> THEN Arm(G1, JoinKey, <<>>)\n"
-                "    ELSE IF \\E m \\in DOMAIN G1.mem : ~Parked(G1, m) THEN Arm(G1, JoinKey, <<>>)")]},
-           checks=("tlc-live",)),
+               ("    ELSE IF G1.leader = None /\\ G1.members # <<>> THEN Arm(G1, JoinKey, <<>>, RebalanceTimeoutOf(G1))",
+                "    ELSE IF G1.leader = None /\\ G1.members # <<>> THEN Arm(G1, JoinKey, <<>>, RebalanceTimeoutOf(G1))\n"
+                "    ELSE IF \\E m \\in DOMAIN G1.mem : ~Parked(G1, m) THEN Arm(G1, JoinKey, <<>>, RebalanceTimeoutOf(G1))")]},
+           checks=("tlc-live",), expect="PreparingIsLeft"),
+    Mutant("spec-static-rejoin-keeps-old-id",
+           "a static member rejoining with an unknown member id outside Stable keeps its old member id (in the "
+           "spec)", "KAFKA-8500", ids=("KAFKA-8500",),
+           spec={"Coordinator.tla": [(
+               "         IF old # None THEN ReplaceStaticMember(G, req, old, req.uuid) ELSE AddMember(G, req, req.uuid)",
+               "         IF old # None /\\ G.st # Stable\n"
+               "         THEN RebalanceOrCompleteJoin(UpdateMember(G, old, req.protos, req.rto, req.sto, \"J\"))\n"
+               "         ELSE IF old # None THEN ReplaceStaticMember(G, req, old, req.uuid) ELSE AddMember(G, req, req.uuid)")]},
+           checks=("tlc-mc4",), expect="StaticJoinGetsFreshId"),
+    Mutant("spec-no-sync-timer", "no sync timer after the join phase (in the spec)", "KAFKA-12890",
+           ids=("KAFKA-12890",),
+           spec={"Coordinator.tla": [(
+               "         ELSE Arm(AnswerJoins(G2, G2.members, MemberList(G2)), SyncKey, G2.gen, RebalanceTimeoutOf(G2))",
+               "         ELSE AnswerJoins(G2, G2.members, MemberList(G2))")]},
+           checks=("tlc-mc4",), expect="SyncTimerWhileAwaitingSync"),
+    Mutant("spec-static-replace-answered-before-write",
+           "a static member rejoining a Stable group is answered before its new member id is written (in the spec)",
+           "KAFKA-10284", ids=("KAFKA-10284",),
+           spec={"Coordinator.tla": [(
+               "         THEN LET G3 == [G2 EXCEPT !.mem[new].join = \"R\"] IN",
+               "         THEN LET G3 == Respond([G2 EXCEPT !.mem[new].join = \"\"], ReqTag, JoinOk(G2, new, FALSE)) IN")]},
+           checks=("tlc-mc4",), expect="ReplacementAnsweredAfterWrite"),
 ]
 
 
@@ -159,42 +256,77 @@ def applied(mutant: Mutant):
 
 @attrs.define
 class MutantResult:
+    """``catches``: what each check that ran found (crashes included), in order; ``caught``:
+    the first catch that is not a crash; ``problem``: why the mutant fails (not caught, caught
+    only by a crash, not through its ``expect``), None when it passes."""
+
     mutant: Mutant
-    caught_by: str | None
-    detail: str
+    catches: list
     seconds: float
-    also: list = attrs.Factory(list)  # every check that caught it (with every_check)
+
+    @property
+    def caught(self) -> Catch | None:
+        return next((c for c in self.catches if not c.crash), None)
+
+    @property
+    def caught_by(self) -> str | None:
+        """The check that caught it (not by a crash)."""
+        return self.caught.check if self.caught is not None else None
+
+    @property
+    def also(self) -> list[str]:
+        """Every check that caught it, not by a crash."""
+        return [c.check for c in self.catches if not c.crash]
+
+    @property
+    def problem(self) -> str | None:
+        m, c = self.mutant, self.caught
+        if c is None:
+            crashes = [x for x in self.catches if x.crash]
+            return ("CAUGHT ONLY BY A CRASH: " + "; ".join(x.line() for x in crashes)) if crashes else "NOT CAUGHT"
+        if m.expect is not None and not _through(c, m.expect):
+            return f"caught by {c.check} ({c.by}), NOT THROUGH {m.expect}"
+        return None
+
+    @property
+    def passed(self) -> bool:
+        return self.problem is None
 
 
-def run_mutants(checks: dict[str, Callable[[Mutant], str | None]], names: list[str] | None = None,
+def _through(c: Catch, expect: str) -> bool:
+    """The catch is about ``expect``: the property, or the field the first difference is in
+    (``ms`` for ``out[3].ms``)."""
+    about = c.about or ""
+    return about == expect or about.endswith("." + expect)
+
+
+def run_mutants(checks: dict[str, Callable[[Mutant], Catch | None]], names: list[str] | None = None,
                 out=print, every_check: bool = False) -> list[MutantResult]:
-    """``checks`` maps a check name to a function that returns why it failed (the mutant is
-    caught) or None. With ``every_check``, all of a mutant's checks run and ``also`` lists every
-    check that caught it."""
+    """``checks`` maps a check name to a function that returns what caught the mutant, or None.
+    A crash does not stop the mutant's checks; the first catch that is not one does, unless
+    ``every_check``."""
     results = []
     for m in MUTANTS:
         if names and m.name not in names:
             continue
         started = time.monotonic()
-        caught, detail = None, ""
+        catches = []
         ctx = applied(m) if m.core else contextlib.nullcontext()
         with ctx:
-            also = []
             for check in m.checks:
-                why = checks[check](m)
-                if why:
-                    also.append(check)
-                    if caught is None:
-                        caught, detail = check, why
-                    if not every_check:
-                        break
-        r = MutantResult(m, caught, detail, time.monotonic() - started, also)
+                c = checks[check](m)
+                if c is None:
+                    continue
+                catches.append(c)
+                if not c.crash and not every_check:
+                    break
+        r = MutantResult(m, catches, time.monotonic() - started)
         results.append(r)
-        shown = caught or "NOT CAUGHT"
+        shown = r.problem or f"caught by {r.caught.line()}"
         if every_check:
-            shown = f"{shown} [caught by: {', '.join(also) or 'none'} of {', '.join(m.checks)}]"
-        out(f"  {m.name:40s} {m.source:32s} -> {shown} ({r.seconds:.1f} s)"
-            + (f": {detail[:160]}" if detail else ""))
+            shown += (f" [caught by: {', '.join(r.also) or 'none'} of {', '.join(m.checks)}"
+                      + "".join(f"; {c.check} crashed" for c in catches if c.crash) + "]")
+        out(f"  {m.name:42s} {m.source:26s} -> {shown} ({r.seconds:.1f} s)")
     return results
 
 
@@ -234,10 +366,10 @@ def catalogue() -> str:
     ids = max(len("/".join(m.ids)) for m in MUTANTS) + 2
 
     def source(m: Mutant) -> str:
-        return "" if m.source in (*m.ids, "as above") else m.source
+        return "" if m.source in m.ids else m.source
 
     return "\n".join(f"  {m.name:{width}}{'/'.join(m.ids) or '-':{ids}}{source(m)}".rstrip() for m in MUTANTS)
 
 
-__all__ = ["MUTANTS", "Mutant", "applied", "run_mutants", "mutant_names", "select", "catalogue", "catalogue_line",
+__all__ = ["MUTANTS", "Mutant", "Catch", "MutantResult", "violated_property", "only_property", "applied", "run_mutants", "mutant_names", "select", "catalogue", "catalogue_line",
            "Path"]

@@ -33,10 +33,24 @@ from groupcoord.adapters.tla.values import F
 
 @attrs.define
 class Trace:
+    """``initial_delay`` and ``retention_check_interval``: the settings the spec takes as
+    constants (InitialDelay, RetentionCheckInterval: timer lengths)."""
+
     name: str
     rows: list  # F(event=..., s=F(all variables))
     initial_delay: int
     instances: set = attrs.Factory(set)
+    retention_check_interval: int = CoordinatorConfig().offsets_retention_check_interval_ms
+
+    @staticmethod
+    def of(name: str, rows: list, config: CoordinatorConfig, instances: set) -> "Trace":
+        return Trace(name, rows, config.group_initial_rebalance_delay_ms, instances,
+                     config.offsets_retention_check_interval_ms)
+
+    @property
+    def constants(self) -> tuple[int, int]:
+        """What traces checked in one TLC run must share."""
+        return self.initial_delay, self.retention_check_interval
 
 
 MODELLED_REQUESTS = (ev.JoinGroup, ev.SyncGroup, ev.Heartbeat, ev.LeaveGroup)
@@ -167,7 +181,7 @@ def record(events: Iterable, config: CoordinatorConfig, gid: str, name: str) -> 
     r = Recorder(config, gid)
     for e in events:
         r.feed(e)
-    return Trace(name, r.rows, config.group_initial_rebalance_delay_ms, r.instances)
+    return Trace.of(name, r.rows, config, r.instances)
 
 
 def scoped_record(events: list, config: CoordinatorConfig, name: str) -> Trace:
@@ -233,7 +247,7 @@ def unit_trace(events: list, config: CoordinatorConfig, gid: str, name: str) -> 
         unit.inputs_used = used
     unit.stepped_over = dict(sorted(r.stepped_over.items()))
     if len(r.rows) >= 2:  # a LoadPartition alone checks nothing past Init
-        unit.trace = Trace(name, r.rows, config.group_initial_rebalance_delay_ms, r.instances)
+        unit.trace = Trace.of(name, r.rows, config, r.instances)
     elif unit.stopped is None:
         unit.stopped = "nothing for the spec to check: no step of the group after its partition's load"
     return unit

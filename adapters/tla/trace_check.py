@@ -1,4 +1,4 @@
-"""Trace validation, the TLC run: a batch of traces sharing an initial delay checked in one run
+"""Trace validation, the TLC run: a batch of traces sharing the spec's constants checked in one run
 (``check_traces``, ``batches``). An accepted trace exits 0; a rejected one deadlocks (exit 11)
 in the last state that matched, and its ``i`` tells the line where the core and the spec
 diverged (``TraceResult``). ``corrupt`` makes a copy of a trace that TLC must reject.
@@ -26,7 +26,7 @@ def corrupt(trace: Trace, step: int | None = None) -> tuple[Trace, int]:
     k = step - 1
     s = rows[k]["s"]
     rows[k] = rows[k].set(s=s.set(generation=s["generation"] + 1))
-    return Trace(trace.name + f" (corrupted at line {step})", rows, trace.initial_delay, trace.instances), step
+    return attrs.evolve(trace, name=trace.name + f" (corrupted at line {step})", rows=rows), step
 
 
 @attrs.define
@@ -57,7 +57,7 @@ _K = re.compile(r"^/\\ k = (\d+)$", re.M)
 
 
 def check_traces(traces: list, workers: int = 1, replace: dict | None = None, timeout: float = 300) -> TraceResult:
-    """One TLC run over a batch of traces sharing an initial delay: accepted if every trace is;
+    """One TLC run over a batch of traces sharing the constants: accepted if every trace is;
     else the first rejected trace TLC met, with its diverging line."""
     text, cfg = module_text(list(traces))
     name = traces[0].name if len(traces) == 1 else f"{len(traces)} traces"
@@ -78,8 +78,9 @@ def check_traces(traces: list, workers: int = 1, replace: dict | None = None, ti
 
 
 def batches(traces: list) -> list[list]:
-    """Traces grouped by initial delay (one TLC run each)."""
+    """Traces grouped by the constants they set (initial delay, retention check interval; one
+    TLC run each)."""
     by: dict = {}
     for t in traces:
-        by.setdefault(t.initial_delay, []).append(t)
+        by.setdefault(t.constants, []).append(t)
     return [by[d] for d in sorted(by)]

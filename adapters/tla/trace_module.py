@@ -9,6 +9,7 @@ every line.
 
 from __future__ import annotations
 
+from groupcoord.core.draft import java_hashmap_order
 from groupcoord.adapters.tla.run import TLA_DIR
 from groupcoord.adapters.tla.trace import Trace
 from groupcoord.adapters.tla.values import MV, fmt
@@ -31,16 +32,17 @@ def _ids(trace: Trace) -> set:
 
 def module_text(trace: Trace | list) -> tuple[str, str]:
     """The generated TraceCheck.tla and TraceCheck.cfg for one trace or a batch of traces with
-    the same initial delay (TLC picks the trace ``k`` in its initial state)."""
+    the same constants (TLC picks the trace ``k`` in its initial state)."""
     traces = trace if isinstance(trace, list) else [trace]
-    if len({t.initial_delay for t in traces}) != 1:
-        raise ValueError("a batch of traces shares one initial delay")
+    if len({t.constants for t in traces}) != 1:
+        raise ValueError("a batch of traces shares one initial delay and retention check interval")
     ids = set().union(*(_ids(t) for t in traces))
     instances = set().union(*(t.instances for t in traces))
     errors = {r["event"]["error"] for t in traces for r in t.rows
               if r["event"]["type"] == "WriteFailed"} or {"NOT_COORDINATOR"}
     logs = ",\n".join("<<\n  " + ",\n  ".join(f"[event |-> {fmt(r['event'])},\n   s |-> {fmt(r['s'])}]"
                                                 for r in t.rows) + ">>" for t in traces)
+    protocols = {p[0] for t in traces for r in t.rows if r["event"]["type"] == "JoinGroup" for p in r["event"]["protos"]}
     names = ", ".join(t.name for t in traces)
     matches = "\n".join(f"    /\\ {v} = t.{v}" for v in STATE_VARS if v != "budget")
     primed = "\n".join(f"    /\\ {v}' = t.{v}" for v in STATE_VARS if v != "budget")
@@ -54,6 +56,7 @@ TraceErrors == {fmt(frozenset(errors))}
 TraceNothing == {{}}
 TraceVersions == {{5}}
 TraceUnbounded == -1
+TraceTieOrder == {fmt(tuple(java_hashmap_order(sorted(protocols))))}
 TraceLogs == <<
 {logs}
 >>
@@ -96,11 +99,14 @@ TraceSpec == TraceInit /\\ [][TraceNext]_<<vars, i, k>>
     Protocols <- TraceNothing
     ProtocolTypes <- TraceNothing
     RebalanceTimeouts <- TraceNothing
+    SessionTimeouts <- TraceNothing
     JoinVersions <- TraceVersions
     InitialDelay = {traces[0].initial_delay}
+    RetentionCheckInterval = {traces[0].retention_check_interval}
     WriteErrors <- TraceErrors
     InitGroups <- TraceInitGroups
     MaxRequests <- TraceUnbounded
+    TieOrder <- TraceTieOrder
     Reduce = FALSE
 SPECIFICATION TraceSpec
 INVARIANTS

@@ -41,24 +41,39 @@ def scenario_trace(path: str | Path) -> Trace:
     events: list = []
     result = run_scenario(scenario, str(path), observer=lambda e, _c: events.append(e))
     if not result.passed:
-        raise OutOfModel(f"the scenario fails: {result.reason}")
+        raise OutOfModel(f"{SCENARIO_FAILS}: {result.reason}")
     config = CoordinatorConfig.from_kafka(scenario.get("config") or {}, base=SCENARIO_BASE_CONFIG)
     return scoped_record(events, config, Path(path).name)
 
 
-def scenario_traces(paths: Iterable[str | Path], limit: int) -> list[Trace]:
-    """Up to ``limit`` traces of the scenarios in ``paths`` that stay within the spec's scope,
-    the longest first."""
+def scenario_traces(paths: Iterable[str | Path]) -> tuple[list[Trace], list[tuple[str, str]]]:
+    """The traces of the scenarios in ``paths`` that stay within the spec's scope, the longest
+    first, and the scenarios left out: (file name, why), in file order."""
     from groupcoord.adapters.conformance.scenarios import scenario_files
 
-    found = []
+    found, left_out = [], []
     for p in scenario_files(paths):
         try:
             found.append(scenario_trace(p))
-        except OutOfModel:
-            continue
+        except OutOfModel as e:
+            left_out.append((Path(p).name, str(e)))
     found.sort(key=lambda t: (-len(t.rows), t.name))
-    return found[:limit]
+    return found, left_out
+
+
+SCENARIO_FAILS = "the scenario fails"
+
+
+def reasons(left_out: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """Scenarios left out, by reason: the reason with its group ids and lists elided (``OffsetCommit
+    of 'g'`` and ``OffsetCommit of 'group'`` are one reason), most scenarios first."""
+    import re
+
+    by: dict[str, list[str]] = {}
+    for name, why in left_out:
+        why = SCENARIO_FAILS if why.startswith(SCENARIO_FAILS) else re.sub(r"\[[^\]]*\]|'[^']*'", "...", why)
+        by.setdefault(why, []).append(name.removesuffix(".json"))
+    return dict(sorted(by.items(), key=lambda kv: (-len(kv[1]), kv[0])))
 
 
 MAX_GROUPS = 50  # a recording with more is validated one named group at a time
@@ -119,8 +134,11 @@ def _groups_of(request) -> tuple:
 
 
 # The hypothesis client: inputs the spec's environment may send, chosen by hypothesis.
+# Two rebalance and two session timeouts: the timers' lengths (the longest rebalance timeout of
+# the members, each member's own session) differ with who joined with which.
 HYPO_MODEL = Model(ids=["m1", "m2", "m3"], instances=["i1"], protocols=[(("range", "a"),), (("range", "b"),)],
-                   protocol_types=["consumer"], rebalance_timeouts=[6000], join_versions=[3, 5, 9],
+                   protocol_types=["consumer"], rebalance_timeouts=[6000, 9000], session_timeouts=[10000, 12000],
+                   join_versions=[3, 5, 9],
                    write_errors=["NOT_LEADER_OR_FOLLOWER"], reduce=True)
 HYPO_CONFIG = CoordinatorConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=3000)
 
@@ -139,7 +157,8 @@ def events_from_choices(choices: list[int], config: CoordinatorConfig = HYPO_CON
         s = s.set(budget=-1)
         seen = set(rec.alpha.ids.to_spec.values())
         local = Model(sorted(set(model.ids) | seen), model.instances, model.protocols, model.protocol_types,
-                      model.rebalance_timeouts, model.join_versions, model.write_errors, model.reduce)
+                      model.rebalance_timeouts, model.session_timeouts, model.join_versions, model.write_errors,
+                      model.reduce)
         inputs = [e for e in spec_inputs(s, local) if e["type"] != "UnloadPartition" or k == len(choices) - 1]
         inputs.sort(key=fmt)  # not in the core's (hash-dependent) set order
         kinds = sorted({_kind(e) for e in inputs})
@@ -178,7 +197,7 @@ def _core_event(e: F, rec: Recorder, k: int, writes: list[int]):
         # A fresh uuid for each JoinGroup: the core's ids are <client or instance>-<uuid>, the
         # spec's the uuid, so a reused uuid would name two core members alike.
         uuid = (f"u{k}" if e["uuid"] is not None else f"unused{k}") if t == "JoinGroup" else None
-        return client_request(e, ("r", k), now, cid, uuid, session_timeout_ms=10000)
+        return client_request(e, ("r", k), now, cid, uuid)
     if t == "TimerFired":
         key = e["key"]
         core_key = next(k for k in rec.timers if timer_key(k, rec.alpha.ids) == tuple(key))

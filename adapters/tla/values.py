@@ -17,7 +17,7 @@ spec and the core go through these forms.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 
 class MV:
@@ -156,47 +156,43 @@ class _Parser:
         if kind == "i":
             return MV(val)
         if val == "<<":
-            items = []
-            if self.peek() != ("p", ">>"):
-                items.append(self.value())
-                while self.peek() == ("p", ","):
-                    self.i += 1
-                    items.append(self.value())
-            self.take(">>")
-            return tuple(items)
+            return tuple(self.values(">>"))
         if val == "{":
-            items = []
-            if self.peek() != ("p", "}"):
-                items.append(self.value())
-                while self.peek() == ("p", ","):
-                    self.i += 1
-                    items.append(self.value())
-            self.take("}")
-            return frozenset(items)
+            return frozenset(self.values("}"))
         if val == "[":
-            fields = {}
-            while True:
-                k, name = self.peek()
-                self.i += 1
-                self.take("|->")
-                fields[name] = self.value()
-                if self.peek() == ("p", ","):
-                    self.i += 1
-                    continue
-                self.take("]")
-                return F(fields)
+            return F(self.pairs(self.name, "|->", ",", "]"))
         if val == "(":
-            pairs = {}
-            while True:
-                key = self.value()
-                self.take(":>")
-                pairs[key] = self.value()
-                if self.peek() == ("p", "@@"):
-                    self.i += 1
-                    continue
-                self.take(")")
-                return fn(pairs)
+            return fn(self.pairs(self.value, ":>", "@@", ")"))
         raise ValueError(f"unexpected {val!r}")
+
+    def name(self) -> Any:
+        _kind, val = self.peek()
+        self.i += 1
+        return val
+
+    def values(self, close: str) -> list:
+        """Values separated by commas, up to ``close`` (possibly none)."""
+        items = []
+        if self.peek() != ("p", close):
+            items.append(self.value())
+            while self.peek() == ("p", ","):
+                self.i += 1
+                items.append(self.value())
+        self.take(close)
+        return items
+
+    def pairs(self, key: Callable[[], Any], arrow: str, sep: str, close: str) -> dict:
+        """``key() arrow value`` pairs separated by ``sep``, up to ``close`` (at least one)."""
+        out = {}
+        while True:
+            k = key()
+            self.take(arrow)
+            out[k] = self.value()
+            if self.peek() == ("p", sep):
+                self.i += 1
+                continue
+            self.take(close)
+            return out
 
 
 def parse(text: str) -> Any:

@@ -63,7 +63,7 @@ def served_versions() -> dict[int, tuple[int, int]]:
 
 # --- topics -----------------------------------------------------------------------------------
 
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")  # fullmatch, as Java's matches(): "$" would let a trailing "\n" pass
 MAX_TOPIC_NAME = 249
 
 
@@ -75,7 +75,7 @@ def topic_name_problem(name: str) -> str | None:
         return f"{name!r} is not allowed"
     if len(name) > MAX_TOPIC_NAME:
         return f"longer than {MAX_TOPIC_NAME} characters"
-    if not _LEGAL.match(name):
+    if not _LEGAL.fullmatch(name):
         return "legal characters are ASCII letters, digits, '.', '_' and '-'"
     return None
 
@@ -145,15 +145,15 @@ class Node:
 
 # --- ApiVersions --------------------------------------------------------------------------------
 
-_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+_SOFTWARE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")  # fullmatch, as Java's matches()
 
 
 def api_versions(version: int, request: dict, served: dict[int, tuple[int, int]]) -> dict:
-    error = Error.NONE
-    if version >= 3 and not (_SOFTWARE.match(request.get("client_software_name") or "")
-                             and _SOFTWARE.match(request.get("client_software_version") or "")):
-        error = Error.INVALID_REQUEST  # ApiVersionsRequest.isValid
-    return {"error_code": int(error), "throttle_time_ms": 0, "finalized_features_epoch": -1,
+    if version >= 3 and not (_SOFTWARE.fullmatch(request.get("client_software_name") or "")
+                             and _SOFTWARE.fullmatch(request.get("client_software_version") or "")):
+        # ApiVersionsRequest.isValid; its error response lists no APIs
+        return {"error_code": int(Error.INVALID_REQUEST), "throttle_time_ms": 0, "api_keys": []}
+    return {"error_code": int(Error.NONE), "throttle_time_ms": 0, "finalized_features_epoch": -1,
             "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi}
                          for k, (lo, hi) in served.items()]}
 

@@ -23,9 +23,9 @@ with kio (``kafka_client``):
 * **FindCoordinator** is answered from the map (``owner_of``): the owner's node id, host and
   port; COORDINATOR_NOT_AVAILABLE while a partition has no owner.
 
-The server provides ``assign_partitions(set)`` (start loading), ``await
-revoke_partitions(set)`` (unload, wait for the partitions' writes) and ``fence(reason)``
-(unload everything now).
+The server's partitions (``partitions.Partitions``) carry the decisions out:
+``assign_partitions(set)`` (start loading), ``await revoke_partitions(set)`` (unload, wait
+for the partitions' writes) and ``fence(reason)`` (unload everything now).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import json
 from typing import Any
 
 from groupcoord.adapters.wire import broker_apis as apis
-from groupcoord.adapters.client.kafka_client import KafkaClient, KafkaError, parse_bootstrap
+from groupcoord.adapters.client.kafka_client import KafkaClient, KafkaError, cancel_and_wait, parse_bootstrap
 
 GROUP = "groupcoord-coordinators"
 PROTOCOL_TYPE = "groupcoord"
@@ -57,7 +57,7 @@ class Ownership:
         self.request_timeout = request_timeout_ms / 1000
         self.log = log or (lambda *a, **k: None)
         self.node: apis.Node | None = None
-        self.server: Any = None
+        self.serving: Any = None  # the server's Partitions, given by start()
         self.member_id = ""
         self.generation = -1
         self.map_generation = -1
@@ -99,8 +99,8 @@ class Ownership:
 
     # --- life cycle ------------------------------------------------------------------------------
 
-    async def start(self, server: Any, node: apis.Node) -> None:
-        self.server = server
+    async def start(self, serving: Any, node: apis.Node) -> None:
+        self.serving = serving
         self.node = node
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -108,16 +108,12 @@ class Ownership:
         """Unload every partition (waiting for its writes), leave the group, disconnect."""
         self._stopping = True
         if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except BaseException:
-                pass
+            await cancel_and_wait(self._task)
         if self._lease_timer is not None:
             self._lease_timer.cancel()
         if self.held:
             held, self.held = set(self.held), set()
-            await self.server.revoke_partitions(held)
+            await self.serving.revoke_partitions(held)
         await self._disconnect()  # (it may hold a JoinGroup the broker parked)
         if self.member_id:  # leave at once, so that the others take the partitions over now
             client = None
@@ -314,7 +310,7 @@ class Ownership:
                      detail="no successful request to the broker's group coordinator within the session "
                             "timeout; unloading every partition")
             self.held = set()
-            self.server.fence("lease expired")
+            self.serving.fence("lease expired")
             self._rejoin.set()  # the partitions must be given out again (to this member or another)
 
     def _lost(self, reason: str) -> None:
@@ -324,7 +320,7 @@ class Ownership:
         if self.held:
             self.stats["fenced"] += 1
             self.held = set()
-            self.server.fence(reason)
+            self.serving.fence(reason)
 
     # --- metadata, the leader's plan, applying it ---------------------------------------------------
 
@@ -372,12 +368,12 @@ class Ownership:
         revoke = self.held - mine
         if revoke:
             self.held -= revoke
-            await self.server.revoke_partitions(revoke)
+            await self.serving.revoke_partitions(revoke)
         self.owners, self.nodes, self.map_generation = owners, nodes, plan["gen"]
         assign = mine - self.held
         if assign:
             self.held |= assign
-            self.server.assign_partitions(assign)
+            self.serving.assign_partitions(assign)
         self.log("info", "ownership", generation=generation, member_id=self.member_id, held=sorted(self.held),
                  assigned=sorted(assign), revoked=sorted(revoke),
                  unowned=sorted(set(range(self.partitions)) - set(owners)),

@@ -120,6 +120,8 @@ ROWS = [
      "unknown mutant 'KAFKA-1'; choose from static-rejoin-keeps-old-id (KAFKA-8500), "),
     (["tla", "mutants", "--only", ","], "expected mutant names or bug ids"),
     (["tla", "mutants", "--workers", "many"], "argument --workers: expected a whole number"),
+    (["tla", "check", "--only", "mc3", "--write-docs"], "--write-docs records the full check"),
+    (["tla", "mutants", "--only", "KAFKA-8500", "--write-docs"], "--write-docs records the whole catalogue"),
     # --- no command, or an unknown one
     ([], "missing a command: one of serve, groups, offsets"),
     (["serve-all"], "unknown command 'serve-all'"),
@@ -220,12 +222,13 @@ def test_mutants_help_lists_names_with_their_bug_ids():
 
 
 @pytest.mark.parametrize("given, picked", [
-    ("KAFKA-8500", ["static-rejoin-keeps-old-id"]),
+    ("KAFKA-8500", ["static-rejoin-keeps-old-id", "spec-static-rejoin-keeps-old-id"]),
+    ("KAFKA-10284", ["static-replace-not-persisted", "spec-static-replace-answered-before-write"]),
     ("kafka-9801", ["static-join-completing-no-rebalance"]),
     ("KoP-380", ["leave-in-preparing-no-complete"]),
     ("KoP #380", ["leave-in-preparing-no-complete"]),
     ("redpanda-3300", ["disconnected-never-removed", "spec-disconnected-never-removed"]),
-    ("No-Sync-Timer,KAFKA-8500", ["static-rejoin-keeps-old-id", "no-sync-timer"]),
+    ("No-Sync-Timer,KAFKA-8500", ["static-rejoin-keeps-old-id", "no-sync-timer", "spec-static-rejoin-keeps-old-id"]),
 ])
 def test_mutants_are_chosen_by_name_or_bug_id_in_any_case(given, picked):
     from groupcoord.adapters.tla.mutants import select

@@ -27,8 +27,7 @@ def test_scenario_command_fails_with_the_step_and_why(tmp_path):
         {"expect": "h", "response": {"error_code": "NONE"}}]}))
     result = run("scenario", str(bad))
     assert result.returncode == 1
-    assert "FAIL" in result.stdout and "step 2" in result.stdout and "UNKNOWN_MEMBER_ID" not in "" \
-        and "expected 0, got 25" in result.stdout
+    assert "FAIL" in result.stdout and "step 2" in result.stdout and "expected 0, got 25" in result.stdout
 
 
 def test_scenario_command_writes_traces_the_replay_passes(tmp_path):
@@ -68,7 +67,13 @@ def test_bench_core_prints_json_lines_last():
     tail = [json.loads(line) for line in result.stdout.strip().splitlines()[-6:]]
     assert [m["name"] for m in tail] == ["heartbeat_10", "heartbeat_1000", "offset_commit_10",
                                          "offset_commit_1000", "rebalance_100", "recorded_stream"]
-    assert all(m["unit"] == "events/s" and m["value"] > 0 for m in tail)
+    assert all(m["unit"] == "events/s" for m in tail)
+    rate = {m["name"]: m["value"] for m in tail}
+    # what the numbers must show, as ratios within this run: a heartbeat does no work that
+    # grows with its group (1000 members cost about what 10 do), and is cheaper than a commit
+    # with its write
+    assert rate["heartbeat_1000"] > rate["heartbeat_10"] / 3, rate
+    assert rate["heartbeat_10"] > rate["offset_commit_10"], rate  # ~5x on a quiet machine
 
 
 def test_scenario_trace_that_cannot_be_written_is_reported_and_the_scenario_still_counts(tmp_path):

@@ -147,11 +147,21 @@ def test_spark_replay_talks_at_once_and_prints_the_summary_last(scenario_traces,
 # ------------------------------------------------------------------ inputs checked before anything starts
 
 
+@pytest.fixture(scope="module")
+def at_once() -> float:
+    """What "at once" allows on this machine now: a second, or three times what the bare
+    command line takes to start and print its help (measured in the same run, as the machine's
+    speed drifts). Spark's JVM or TLC take many times that."""
+    started = time.monotonic()
+    ok(run("--help", timeout=30))
+    return max(1.0, 3 * (time.monotonic() - started))
+
+
 @pytest.mark.parametrize("command", [("replay", "TRACE"), ("replay", "TRACE", "--engine", "plain"),
                                      ("tla", "validate", "TRACE"),
                                      ("timeline", "TRACE", "--group", "g", "--out", "OUT.html")])
-def test_a_missing_trace_fails_at_once_with_one_line(command, tmp_path):
-    """Checked before anything starts (Spark's JVM, TLC): one line, exit 2, under a second."""
+def test_a_missing_trace_fails_at_once_with_one_line(command, tmp_path, at_once):
+    """Checked before anything starts (Spark's JVM, TLC): one line, exit 2, at once."""
     missing = tmp_path / "no-such-trace"
     args = [str(missing) if a == "TRACE" else str(tmp_path / a) if a == "OUT.html" else a for a in command]
     started = time.monotonic()
@@ -160,10 +170,10 @@ def test_a_missing_trace_fails_at_once_with_one_line(command, tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     said = (proc.stdout + proc.stderr).strip().splitlines()
     assert len(said) == 1 and f"{missing}: no such file or directory" in said[0], said
-    assert seconds < 1.0, f"{seconds:.2f} s"
+    assert seconds < at_once, f"{seconds:.2f} s, at once is {at_once:.2f} s"
 
 
-def test_an_unreadable_trace_fails_before_spark_starts(scenario_traces, tmp_path):
+def test_an_unreadable_trace_fails_before_spark_starts(scenario_traces, tmp_path, at_once):
     """A trace that cannot be read (a bad meta.json, a file that is not Parquet, a foreign
     file) is reported in one line, exit 2, before the JVM starts."""
     cases = {}
@@ -185,7 +195,7 @@ def test_an_unreadable_trace_fails_before_spark_starts(scenario_traces, tmp_path
         seconds = time.monotonic() - started
         said = (proc.stdout + proc.stderr).strip().splitlines()
         assert proc.returncode == 2 and len(said) == 1 and message in said[0], said
-        assert seconds < 1.0, f"{path.name}: {seconds:.2f} s"
+        assert seconds < at_once, f"{path.name}: {seconds:.2f} s, at once is {at_once:.2f} s"
         assert not Path(f"{path}-report").exists()
 
 

@@ -1542,3 +1542,20 @@ def test_a_group_emptied_by_its_join_phase_keeps_its_state_time_on_reload():
     d.advance(1_000)
     d.reload()
     assert d.coordinator.group("g").state_timestamp_ms == emptied
+
+
+def test_a_simple_group_whose_first_commit_fails_is_gone():
+    """A group created by its first commit (generation -1) exists only if that commit is
+    written: when the write fails, Kafka reverts the group's creation with the offsets."""
+    from groupcoord.adapters.runtime.driver import Driver
+    from groupcoord.core.config import CoordinatorConfig
+    from groupcoord.core.errors import Error
+
+    driver = Driver(CoordinatorConfig(offsets_topic_num_partitions=1))
+    driver.fail_next_write(Error.NOT_LEADER_OR_FOLLOWER)
+    commit = driver.send("OffsetCommit", {"group_id": "simple", "generation_id_or_member_epoch": -1, "member_id": "",
+                                          "topics": [{"name": "t", "partitions": [{"partition_index": 0,
+                                                                                   "committed_offset": 5}]}]},
+                         version=9)
+    assert driver.responses[commit].topics[0].partitions[0].error_code is Error.NOT_COORDINATOR
+    assert driver.coordinator.group("simple") is None and driver.coordinator.offsets("simple") == {}

@@ -8,7 +8,9 @@ groups before and after it and on the commands it produced; after every step the
 checks that no request was answered twice and that every unanswered request is still held
 somewhere (a parked join/sync, a pending write, a deferred answer); at the end, writes are
 released and time runs on until every request is answered, and the groups and offsets in
-memory must be what a new coordinator rebuilds from storage (``memory_vs_log``).
+memory must be what a new coordinator rebuilds from storage (``memory_vs_log``). After every
+event the oracle of ``oracle.py`` also checks that the answers, timers, protocol votes, expiries
+and offset retention are Kafka's (``GROUPCOORD_ORACLE=0`` leaves it out, to compare).
 
 ``TotalityMachine`` adds malformed-but-schema-valid inputs (weird values, unknown ids, stray
 timer firings and write outcomes): the coordinator must never raise.
@@ -60,6 +62,7 @@ from groupcoord.core.errors import Error
 from groupcoord.core.model import Group, Member, Parked
 from groupcoord.core.states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 from groupcoord.adapters.protocol.translate import request_event
+from oracle import KafkaOracle
 from paths import SUITE
 from scenario_hooks import observe_scenario_drivers
 
@@ -122,8 +125,12 @@ FETCH_TOPICS = st.sampled_from(([{"name": "t1", "partition_indexes": [0, 1]}], N
                                 [{"name": "t2", "partition_indexes": [0]}]))
 
 
+ORACLE = os.environ.get("GROUPCOORD_ORACLE", "1") != "0"
+
+
 class InvariantObserver:
-    """A Driver observer that checks adapters/checks/invariants.py on every event the coordinator handles.
+    """A Driver observer that checks adapters/checks/invariants.py on every event the coordinator handles,
+    and Kafka's answers with the oracle (oracle.py) unless ``oracle`` is False.
 
     It records every request it sees (and its group as it was then), so answers sent later
     (parked joins/syncs, answers held behind writes) are checked too, and it keeps the books the
@@ -131,8 +138,9 @@ class InvariantObserver:
     phases completed since the group appeared.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, oracle: bool = ORACLE) -> None:
         self.driver: Driver | None = None
+        self.oracle = KafkaOracle() if oracle else None
         self.coordinator = None
         self.groups: dict[str, Group] = {}
         self.requests: dict = {}
@@ -156,6 +164,8 @@ class InvariantObserver:
             self.base_generation.clear()
             self.completions.clear()
             self.write_failed = False
+            if self.oracle is not None:
+                self.oracle.reset()
         else:
             before = self.groups
         after = self.groups = coordinator.groups()
@@ -190,6 +200,8 @@ class InvariantObserver:
                     self.dropped[rid] = f"replaced or left, on {type(event).__name__}"
                     self.outstanding.discard(rid)
         found += self._count_completions(before, after, commands, event)
+        if self.oracle is not None:
+            found += self.oracle.check(before, after, event, commands, coordinator)
         if found:
             self.violations += [f"after {type(event).__name__} (event #{self.events}): {v}" for v in found]
 
@@ -423,13 +435,39 @@ class CoordinatorMachine(RuleBasedStateMachine):
         partitions = []
         for p in data.draw(PARTITION_LISTS, label="partitions"):
             part = {"partition_index": p, "committed_offset": data.draw(ints(0, 100), label="offset"),
-                    "committed_metadata": data.draw(choice(("", "m", None, "too-long")), label="meta")}
+                    "committed_metadata": data.draw(choice(("", "m", None, "too-long") + self.metadata_edges()),
+                                                    label="meta")}
             if version >= 6:
                 part["committed_leader_epoch"] = data.draw(choice((-1, 3)), label="epoch")
             partitions.append(part)
         topic = data.draw(choice(("t1", "t2", "t3")), label="topic")
         body["topics"] = [{"name": topic, "partitions": partitions}] if partitions else []
         self.send("OffsetCommit", version, body)
+
+    def metadata_edges(self) -> tuple[str, ...]:
+        """Metadata exactly offset.metadata.max.bytes long (in Java chars: "é" is one) and one longer."""
+        limit = self.config.offset_metadata_max_bytes
+        return "x" * limit, "é" * limit, "x" * (limit + 1)
+
+    @rule(data=st.data())
+    def commit_at_expiration_run(self, data) -> None:
+        """Commit (generation -1) just as the expiration job runs, retained explicitly for one
+        check interval (v2) or not (v8); maybe wait for the next run, which then falls exactly on
+        the explicit expiry, and on the retention when it equals the interval."""
+        runs = [d for key, (d, _) in self.driver.timers.armed().items() if type(key) is ExpirationTimer]
+        if not runs:
+            return
+        self.driver.advance(min(runs) - self.driver.now_ms)
+        interval = self.config.offsets_retention_check_interval_ms
+        version = data.draw(choice((2, 8)), label="version")
+        body = {"group_id": data.draw(choice(("k", "h", "g", "")), label="group"), "member_id": "",
+                "generation_id_or_member_epoch": -1, "topics": [{"name": "t3", "partitions": [
+                    {"partition_index": 0, "committed_offset": data.draw(ints(0, 100), label="offset")}]}]}
+        if version == 2:
+            body["retention_time_ms"] = interval
+        self.send("OffsetCommit", version, body)
+        if data.draw(BOOLS, label="wait"):
+            self.driver.advance(interval)
 
     @rule(data=st.data())
     def fetch(self, data) -> None:

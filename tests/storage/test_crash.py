@@ -129,7 +129,7 @@ def test_sigkill_under_load_loses_no_acknowledged_commit(tmp_path):
             context = f"seed={seed} kill={kill}"
             if rng.random() < 0.1:  # a moment during start-up, loading or recovery
                 early += 1
-                time.sleep(rng.uniform(0, 0.15))
+                time.sleep(rng.uniform(0, 0.15))  # the random kill moment (not a synchronisation)
             else:  # a moment under load: every consumer commits to this incarnation first
                 base = [w.count() for w in workers]
                 wait_until(lambda: all(w.count() > b for w, b in zip(workers, base)), 60,

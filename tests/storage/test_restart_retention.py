@@ -18,7 +18,7 @@ from server_harness import InProcessServer, ServerProcess, wait_until
 
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.client.kafka_client import KafkaClient
-from groupcoord.adapters.wire.server import ManualClock
+from groupcoord.adapters.wire.clock import ManualClock
 from groupcoord.adapters.storage.sqlite import SqliteStorage
 from groupcoord.core.config import CoordinatorConfig
 
@@ -38,7 +38,7 @@ class Process:
                                       clock=ManualClock(now_ms))
 
     def advance(self, ms: int) -> None:
-        self.server.call(lambda: self.server.server.advance(ms))
+        self.server.call(lambda: self.server.server.controls.advance(ms))
         # the writes the expiry made are durable (and their outcomes fed back) before the next step looks
         self.server.run(self.server.server.storage.flush())
         self.server.run(asyncio.sleep(0))
@@ -83,13 +83,10 @@ class Process:
             try:
                 member = (await client.request(11, join, 9))["member_id"]
                 parked = client.send(11, {**join, "member_id": member}, 9)
-                # the join completes on its timer (delay 0): fire it once the join is parked
-                server = self.server.server
-                for _ in range(500):
-                    state = self.server.call(lambda: server.coordinator.group(group_id))
-                    if state is not None and state.state.value == "PreparingRebalance":
-                        break
-                    await asyncio.sleep(0.01)  # polling for the server to take the request
+                # the join completes on its timer (delay 0): fire it once the join has armed it
+                controls = self.server.server.controls
+                await self.server.on_loop(controls.until(lambda: controls.armed(kind="join", group_id=group_id),
+                                                         what=f"the join timer of {group_id}"))
                 self.advance(0)
                 joined = await asyncio.wait_for(parked, 10)
                 synced = await client.request(14, {"group_id": group, "generation_id": joined["generation_id"],
@@ -187,16 +184,17 @@ def test_delete_groups_tombstones_survive_a_restart_and_later_commits_count(tmp_
 
 
 def test_serve_restarts_keep_explicit_expiry_on_the_real_clock(tmp_path):
-    """``groupcoord serve`` processes, the real clock: an offset committed with 6 s of retention
-    survives a SIGKILL and restart, then disappears once its expiry passed, and stays gone."""
+    """``groupcoord serve`` processes, the real clock: offsets survive a SIGKILL and restart;
+    the one committed with 6 s of retention then disappears once its expiry passed, and stays
+    gone, while the one committed with an hour of retention stays."""
     args = ("--data-dir", str(tmp_path), "--offsets.retention.check.interval.ms", "200")
 
-    async def commit(port):
+    async def commit(port, partition, offset, retention_time_ms):
         client = await KafkaClient.connect("127.0.0.1", port)
         try:
             r = await client.request(8, {"group_id": "real", "generation_id_or_member_epoch": -1, "member_id": "",
-                                         "retention_time_ms": 6_000, "topics": [{"name": "t6", "partitions": [
-                                             {"partition_index": 0, "committed_offset": 11,
+                                         "retention_time_ms": retention_time_ms, "topics": [{"name": "t6", "partitions": [
+                                             {"partition_index": partition, "committed_offset": offset,
                                               "committed_metadata": ""}]}]}, 2)
             return r["topics"][0]["partitions"][0]["error_code"]
         finally:
@@ -205,28 +203,29 @@ def test_serve_restarts_keep_explicit_expiry_on_the_real_clock(tmp_path):
     async def fetch(port):
         client = await KafkaClient.connect("127.0.0.1", port)
         try:
-            r = await client.request(9, {"group_id": "real", "topics": [{"name": "t6", "partition_indexes": [0]}]}, 1)
-            return r["topics"][0]["partitions"][0]["committed_offset"]
+            r = await client.request(9, {"group_id": "real", "topics": [{"name": "t6", "partition_indexes": [0, 1]}]}, 1)
+            return {p["partition_index"]: p["committed_offset"] for p in r["topics"][0]["partitions"]}
         finally:
             await client.close()
 
     server = ServerProcess(*args)
-    committed_at = time.time()
     try:
-        assert asyncio.run(commit(server.port)) == 0
+        assert asyncio.run(commit(server.port, 1, 22, 3_600_000)) == 0  # outlives the test: checked unconditionally
+        committed_at = time.time()
+        assert asyncio.run(commit(server.port, 0, 11, 6_000)) == 0
     finally:
         server.signal(signal.SIGKILL)
         server.proc.wait(10)
     server = ServerProcess(*args)
     try:
-        if time.time() - committed_at < 5:  # (a slow machine may take longer to restart)
-            assert asyncio.run(fetch(server.port)) == 11
-        wait_until(lambda: asyncio.run(fetch(server.port)) == -1, 30, "the offset to expire")
+        assert asyncio.run(fetch(server.port))[1] == 22
+        wait_until(lambda: asyncio.run(fetch(server.port))[0] == -1, 30, "the offset to expire")
         assert time.time() - committed_at >= 6 - 0.1
+        assert asyncio.run(fetch(server.port))[1] == 22
     finally:
         assert server.stop() == 0
     server = ServerProcess(*args)
     try:
-        assert asyncio.run(fetch(server.port)) == -1
+        assert asyncio.run(fetch(server.port)) == {0: -1, 1: 22}
     finally:
         assert server.stop() == 0

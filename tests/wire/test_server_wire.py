@@ -1,6 +1,7 @@
 """The wire server, in process, through the Kafka protocol (kio on both sides): what it
 advertises, the broker APIs around the coordinator, every group API version, ordering per
-connection, shutdown, and trace recording."""
+connection, shutdown, and trace recording. Where order or parking matters, the tests ask the
+server what it did with a request (``track_requests``) instead of sleeping."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import struct
 import uuid
 
 import pytest
-from server_harness import InProcessServer, wait_until
+from server_harness import InProcessServer
 
 from groupcoord.core.consumer_protocol import decode_assignment, encode_assignment, encode_subscription
 from groupcoord.adapters.wire import broker_apis as apis
@@ -27,7 +28,7 @@ CONFIG = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session
 
 @pytest.fixture
 def server():
-    s = InProcessServer(config=CONFIG, catalog=apis.TopicCatalog({"t6": 6, "t1": 1}))
+    s = InProcessServer(config=CONFIG, catalog=apis.TopicCatalog({"t6": 6, "t1": 1}), track_requests=True)
     yield s
     s.stop()
 
@@ -78,9 +79,10 @@ async def form_group(server, group="g", members=1, join_version=5):
     raise AssertionError("members never met in one generation")
 
 
-async def park_a_join(a: KafkaClient, b: KafkaClient, group: str, session_ms: int = 5000):
+async def park_a_join(server: InProcessServer, a: KafkaClient, b: KafkaClient, group: str, session_ms: int = 5000):
     """a forms a Stable group alone; b gets a pending member id; a (the leader) rejoins, which
-    starts a rebalance that waits for b. Returns (a's member id, a's parked join, b's id)."""
+    starts a rebalance that waits for b: the server has parked a's join when this returns
+    (a's member id, a's parked join, b's id)."""
     member = (await a.request(11, join_fields(group=group, session_ms=session_ms), 5))["member_id"]
     joined = await a.request(11, join_fields(member, group=group, session_ms=session_ms), 5)
     assert joined["error_code"] == 0
@@ -89,8 +91,7 @@ async def park_a_join(a: KafkaClient, b: KafkaClient, group: str, session_ms: in
     assert synced["error_code"] == 0
     pending = (await b.request(11, join_fields(group=group, session_ms=session_ms), 5))["member_id"]
     parked = a.send(11, join_fields(member, group=group, session_ms=session_ms), 5)
-    await asyncio.sleep(0.05)
-    assert not parked.done()
+    assert await server.handled(a) == "pending"  # parked: the rebalance waits for b
     return member, parked, pending
 
 
@@ -312,12 +313,18 @@ def test_responses_come_in_request_order_and_a_parked_join_holds_only_its_connec
         b_first = await b.request(11, join_fields(group="order"), 5)  # b is now a pending member
         # The leader rejoins: a rebalance that waits for b; an ApiVersions queued behind it
         parked = a.send(11, join_fields(member, group="order"), 5)
+        join_id = a.last_correlation_id
         behind = a.send(18, {}, 0)
-        await asyncio.sleep(0.2)
-        assert not parked.done() and not behind.done()
-        # another connection is served meanwhile
+        behind_id = a.last_correlation_id
+        controls, peer = server.server.controls, a.local_address
+        status = server.server.listener.request_status
+        assert await server.handled(a, join_id) == "pending"  # parked
+        # the ApiVersions has arrived whole and waits unread behind the parked join
+        await server.on_loop(controls.until(lambda: status(peer, behind_id) == "queued", what="the queued request"))
+        # another connection is served meanwhile, and a's requests still wait
         other = await b.request(3, {"topics": []}, 1)
         assert other["brokers"]
+        assert server.call(lambda: (status(peer, join_id), status(peer, behind_id))) == ("pending", "queued")
         order = []
         parked.add_done_callback(lambda f: order.append("join"))
         behind.add_done_callback(lambda f: order.append("api_versions"))
@@ -331,12 +338,12 @@ def test_responses_come_in_request_order_and_a_parked_join_holds_only_its_connec
 
 
 def test_shutdown_answers_parked_requests_not_coordinator():
-    s = InProcessServer(config=CONFIG, catalog=apis.TopicCatalog({"t6": 6}))
+    s = InProcessServer(config=CONFIG, catalog=apis.TopicCatalog({"t6": 6}), track_requests=True)
     try:
         async def main():
             a = await connect(s, "a")
             b = await connect(s, "b")
-            _m, parked, _pending = await park_a_join(a, b, "bye")
+            _m, parked, _pending = await park_a_join(s, a, b, "bye")
             asyncio.run_coroutine_threadsafe(s.server.shutdown("test"), s.loop)
             return await asyncio.wait_for(parked, 10)
         answer = run(main())
@@ -424,20 +431,20 @@ def test_a_client_vanishing_with_a_parked_join_does_not_stop_the_group(server):
     async def main():
         a = await connect(server, "a")
         b = await connect(server, "b")
-        ma, _parked, mb = await park_a_join(a, b, "vanish", session_ms=500)
+        ma, _parked, mb = await park_a_join(server, a, b, "vanish", session_ms=500)
         await a.close()  # gone, with its join parked
         joined = await b.request(11, join_fields(mb, group="vanish", session_ms=500), 5)
         return ma, joined
     ma, joined = run(main())
     assert joined["error_code"] == 0 and joined["generation_id"] == 2
     # the vanished member's session expires; the group rebalances without it
-    wait_until(lambda: ma not in server.call(lambda: server.server.coordinator.group("vanish").members), 10,
-               "the vanished member to expire")
+    server.until(lambda: ma not in server.server.core.coordinator.group("vanish").members, 10,
+                 "the vanished member to expire")
 
 
 @pytest.mark.parametrize("version", range(0, 5))
 def test_the_heartbeat_fast_path_builds_what_request_event_builds(version):
-    from groupcoord.adapters.wire.server import heartbeat_event
+    from groupcoord.adapters.wire.handlers import heartbeat_event
     from groupcoord.adapters.protocol.translate import request_event
 
     body = {"group_id": "g", "generation_id": 3, "member_id": "m", "group_instance_id": "i" if version >= 3 else None}
@@ -449,49 +456,43 @@ def test_the_heartbeat_fast_path_builds_what_request_event_builds(version):
         "Heartbeat", version, fields, request_id=("x", 5), now_ms=77, client_id="c", client_host="/h")
 
 
-class _SlowStorage:
-    """Writes complete 100 ms after they start, or fail with a storage bug."""
+class _BrokenStorage:
+    """Every write fails with a storage bug."""
 
-    name, durable = "slow", False
-
-    def __init__(self, broken: bool = False) -> None:
-        self.broken = broken
-        self.records: dict = {}
+    name, durable = "broken", False
 
     async def load(self, partition):
         return ()
 
     def append(self, partition, records):
-        if self.broken:
-            raise RuntimeError("disk on fire")
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        loop.call_later(0.1, lambda: (self.records.setdefault(partition, []).extend(records),
-                                      future.done() or future.set_result(None)))
-        return future
+        raise RuntimeError("disk on fire")
 
     async def close(self):
         pass
 
 
-def test_slow_writes_hold_the_commit_and_the_results_behind_it():
-    s = InProcessServer(config=CONFIG, catalog=apis.TopicCatalog({"t6": 6}), storage=_SlowStorage())
+def test_a_write_in_flight_holds_the_commit_and_the_results_behind_it():
+    s = InProcessServer(config=CONFIG, catalog=apis.TopicCatalog({"t6": 6}), track_requests=True)
+    controls = s.server.controls
     try:
         async def main():
             clients, ids, generation = await form_group(s, "slow", members=1)
+            member = clients[0]
             other = await connect(s, "other")
-            order = []
-            commit = clients[0].send(8, {"group_id": "slow", "generation_id_or_member_epoch": generation,
-                                         "member_id": ids[0], "topics": [{"name": "t6", "partitions": [
-                                             {"partition_index": 0, "committed_offset": 5}]}]}, 8)
-            await asyncio.sleep(0.01)
+            s.call(controls.hold_writes)  # writes stay in flight until released
+            commit = member.send(8, {"group_id": "slow", "generation_id_or_member_epoch": generation,
+                                     "member_id": ids[0], "topics": [{"name": "t6", "partitions": [
+                                         {"partition_index": 0, "committed_offset": 5}]}]}, 8)
+            assert await s.handled(member) == "pending"  # its write is in flight
             beat = other.send(12, {"group_id": "slow", "generation_id": generation, "member_id": ids[0]}, 3)
-            commit.add_done_callback(lambda f: order.append("commit"))
-            beat.add_done_callback(lambda f: order.append("heartbeat"))
+            assert await s.handled(other) == "pending"  # a result without records waits for earlier writes
+            keys = [(member.local_address, member.last_correlation_id), (other.local_address, other.last_correlation_id)]
+            s.call(controls.release_writes)
             results = await asyncio.gather(commit, beat)
-            return order, results
-        order, (commit, beat) = run(main())
-        assert order == ["commit", "heartbeat"]  # a result without records waits for earlier writes
+            answered = s.call(lambda: [a for a in s.server.listener.answers if a in keys])
+            return answered, keys, results
+        answered, keys, (commit, beat) = run(main())
+        assert answered == keys  # the commit first, then the heartbeat held behind its write
         assert commit["topics"][0]["partitions"][0]["error_code"] == 0 and beat["error_code"] == 0
     finally:
         s.stop()
@@ -499,10 +500,10 @@ def test_slow_writes_hold_the_commit_and_the_results_behind_it():
 
 def test_a_failing_storage_fails_the_commit_not_the_server():
     import io as _io
-    from groupcoord.adapters.wire.server import Log
+    from groupcoord.adapters.wire.log import Log
 
     stream = _io.StringIO()
-    s = InProcessServer(config=CONFIG, catalog=apis.TopicCatalog({"t6": 6}), storage=_SlowStorage(broken=True),
+    s = InProcessServer(config=CONFIG, catalog=apis.TopicCatalog({"t6": 6}), storage=_BrokenStorage(),
                         log=Log(stream, fmt="json"))
     try:
         async def main():

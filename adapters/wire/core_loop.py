@@ -1,0 +1,137 @@
+"""The core loop: one ``Coordinator`` at a time, the ``CommandRunner`` carrying out its
+commands, and the alarm that fires its timers.
+
+Every event goes through ``dispatch``: the core handles it, ``Respond`` goes to the replies,
+``Write`` to the storage pipeline, timer commands to the runner's ``TimerTable``; then the
+outcomes of finished writes are fed back in write order and the alarm is set to the next
+deadline (a real clock only: on a manual clock time moves by the test controls). A core that
+raises is logged with its event (``CoreFailure``); the loop carries on with the next event.
+Each event handled is counted (``events_handled``) and told to the server's ``watch.Changes``:
+tests wait on the core's state, its timers included, rather than sleeping.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any, Callable
+
+from groupcoord.core import events as ev
+from groupcoord.core.commands import Write
+from groupcoord.core.config import CoordinatorConfig
+from groupcoord.core.coordinator import Coordinator
+from groupcoord.adapters.runtime.alarm import Alarm
+from groupcoord.adapters.runtime.runner import CommandRunner
+from groupcoord.adapters.runtime.timers import TimerTable
+from groupcoord.adapters.wire.log import GroupStateLog
+from groupcoord.adapters.wire.watch import Changes
+
+
+class CoreFailure(Exception):
+    """The core raised while handling an event (a bug in the core; logged with its event)."""
+
+
+class CoreLoop:
+    def __init__(self, config: CoordinatorConfig, clock: Any, log: Any, pipeline: Any,
+                 respond: Callable[[Any, Any], None], recorder: Any = None, changes: Changes | None = None) -> None:
+        self.config = config
+        self.changes = changes if changes is not None else Changes()
+        self.events_handled = 0  # by every coordinator instance of this loop
+        self.clock = clock
+        self.log = log
+        self.pipeline = pipeline
+        self.respond = respond
+        self.recorder = recorder  # the trace's InstanceRecorder, or None
+        self.groups = GroupStateLog(log)
+        self.coordinator: Coordinator | None = None  # with its runner, by start()
+        self.runner: CommandRunner | None = None
+        self.timers = TimerTable()
+        self.closing = False  # set by the server's shutdown: no new alarms
+        self._alarm = Alarm(self.clock, self._on_alarm)
+
+    def start(self, config: CoordinatorConfig | None = None) -> None:
+        """A fresh coordinator instance (on ``config``, if given), and the runner that carries
+        out its commands."""
+        if config is not None:
+            self.config = config
+        self.coordinator = Coordinator(self.config)
+        observe = self.recorder.observe if self.recorder is not None else None
+        self.runner = CommandRunner(self.coordinator, self.respond, self._store, observe,
+                                    handle=self._guarded_handle)
+        self.timers = self.runner.timers
+        self.groups.reset()
+
+    def dispatch(self, event: Any) -> None:
+        """Handle ``event``, feed the write outcomes known by now, set the alarm."""
+        self.handle(event)
+        self.drain_writes()
+        self.set_alarm()
+
+    def handle(self, event: Any) -> None:
+        try:
+            self.runner.feed(event)
+        finally:
+            self.events_handled += 1
+            self.changes.changed()
+        if self.log.threshold <= 20:
+            self.groups.note(event, self.coordinator)
+
+    def _guarded_handle(self, event: Any) -> list:
+        try:
+            return self.coordinator.handle(event)
+        except Exception as e:
+            self.log("error", "core_error", event_type=type(event).__name__, error=f"{type(e).__name__}: {e}",
+                     detail=repr(event)[:2000], traceback=traceback.format_exc()[-4000:])
+            raise CoreFailure(str(e)) from e
+
+    def unload_owned(self) -> None:
+        """Unload every partition the coordinator owns (its parked requests are answered
+        NOT_COORDINATOR)."""
+        for partition in sorted(self.coordinator.owned_partitions()):
+            self.dispatch(ev.UnloadPartition(now_ms=self.clock.now_ms(), partition=partition))
+
+    # --- writes --------------------------------------------------------------------------------
+
+    def _store(self, write: Write) -> None:
+        future = self.pipeline.start(write)
+        if not future.done():
+            future.add_done_callback(self._write_done)
+        if self.log.threshold <= 20:
+            self.groups.wrote(write)
+
+    def _write_done(self, _future: Any) -> None:
+        self.drain_writes()
+        self.set_alarm()
+
+    def drain_writes(self) -> None:
+        self.pipeline.drain(self._feed_outcome)
+
+    def _feed_outcome(self, outcome: Any) -> None:
+        try:
+            self.handle(outcome)
+        except CoreFailure:
+            pass
+
+    # --- timers --------------------------------------------------------------------------------
+
+    def set_alarm(self) -> None:
+        if self.clock.manual or self.closing:
+            return
+        self._alarm.set(self.timers.next_deadline())
+
+    def cancel_alarm(self) -> None:
+        self._alarm.cancel()
+
+    def _on_alarm(self) -> None:
+        self.fire_due()
+        self.set_alarm()
+
+    def fire_due(self) -> None:
+        """Fire every timer due now, in Kafka's order, each with the write outcomes it made known."""
+        now = self.clock.now_ms()
+        while (due := self.timers.pop_due(now)) is not None:
+            key, payload = due
+            try:
+                self.handle(ev.TimerFired(now_ms=now, key=key, payload=payload))
+            except CoreFailure:
+                pass
+            self.drain_writes()

@@ -1,0 +1,100 @@
+"""The replies to requests the core answers: each parked request waits here until the core's
+``Respond`` for it, which is encoded for the request's version and sent on its connection.
+
+Some answers are completed from what the request handler kept aside (``extra``): the
+partitions of unknown topics KafkaApis answers itself (OffsetCommit, OffsetDelete), the
+authorized operations DescribeGroups asked for. Heartbeat and OffsetCommit answers are the
+same few values over and over, so their encoded bodies are cached.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from groupcoord.core.commands import HeartbeatResponse, OffsetCommitResponse
+from groupcoord.adapters.protocol import codec as kc
+from groupcoord.adapters.protocol.translate import response_fields
+from groupcoord.adapters.wire import broker_apis as apis
+
+if TYPE_CHECKING:
+    from groupcoord.adapters.wire.listener import Connection
+
+# Responses whose encoding is worth caching (the same value answers many requests).
+_CACHEABLE = (HeartbeatResponse, OffsetCommitResponse)
+
+
+@attrs.define(slots=True)
+class _Pending:
+    conn: Connection
+    api_key: int
+    api: str
+    version: int
+    correlation_id: int
+    extra: Any = None
+
+
+class Replies:
+    def __init__(self, log: Any) -> None:
+        self.log = log
+        self._pending: dict[tuple, _Pending] = {}  # request id -> the request waiting for the core
+        self._encoded: dict[tuple, bytes] = {}  # encoded bodies of frequent, repeated responses
+
+    def park(self, request_id: tuple, conn: Connection, request: kc.DecodedRequest, api: str, extra: Any) -> None:
+        """``request`` waits for the core's answer to ``request_id``."""
+        self._pending[request_id] = _Pending(conn, request.api_key, api, request.version, request.correlation_id,
+                                             extra)
+        conn.pending_rid = request_id
+
+    def forget(self, conn: Connection) -> None:
+        """``conn`` is gone: an answer to its request is dropped."""
+        if conn.pending_rid is not None:
+            self._pending.pop(conn.pending_rid, None)
+            conn.pending_rid = None
+
+    def abandon_all(self) -> None:
+        """A new coordinator instance takes over: the requests parked in the old one are never
+        answered (their connections stay waiting)."""
+        for pending in self._pending.values():
+            pending.conn.abandoned = True
+        self._pending.clear()
+
+    def respond(self, request_id: Any, response: Any) -> None:
+        pending = self._pending.pop(request_id, None)
+        if pending is None:
+            return  # its connection is gone (or the instance that parked it was replaced)
+        conn = pending.conn
+        try:
+            data = self._encode(pending, response)
+        except Exception as e:
+            self.log("error", "encode_error", api=pending.api, version=pending.version, conn=conn.id,
+                     error=f"{type(e).__name__}: {e}", response=repr(response)[:2000])
+            conn.close()
+            return
+        conn.send(data)
+
+    def _encode(self, p: _Pending, response: Any) -> bytes:
+        cacheable = not p.extra and type(response) in _CACHEABLE
+        if cacheable:
+            key = (p.api_key, p.version, response)
+            body = self._encoded.get(key)
+            if body is None:
+                if len(self._encoded) > 4096:
+                    self._encoded.clear()
+                body = self._encoded[key] = kc.encode_response_body(
+                    p.api_key, p.version, kc.response_body(p.api_key, p.version,
+                                                           response_fields(p.api, p.version, response)))
+            return kc.frame_response(p.api_key, p.version, p.correlation_id, body)
+        fields = response_fields(p.api, p.version, response)
+        if p.api == "OffsetCommit" and p.extra:
+            fields["topics"] = apis.merge_topic_results(p.extra, fields["topics"])
+        elif p.api == "OffsetDelete":
+            fields["topics"] = ([] if fields["error_code"] else
+                                apis.merge_topic_results(p.extra or [], fields["topics"]))
+        elif p.api == "DescribeGroups" and p.extra:
+            for group in fields["groups"]:
+                if group["error_code"] == 0:
+                    group["authorized_operations"] = apis.GROUP_OPERATIONS
+        body = kc.response_body(p.api_key, p.version, fields)
+        return kc.encode_response(p.api_key, p.version, p.correlation_id, body)
