@@ -221,7 +221,7 @@ def run(workdir: Path, names: list[str], jobs: int, sample: int | None, seed: in
                 mutmut.wait()
     if returncode:
         sys.exit(f"mutation: mutmut run failed (exit {returncode}):\n{log.read_text()[-6000:]}")
-    score = summarize(workdir, chosen, out)
+    score = summarize(workdir, chosen, out=out)
     out(f"({time.monotonic() - started:.0f} s, {jobs} job{'s' if jobs > 1 else ''})")
     return score
 
