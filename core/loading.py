@@ -85,9 +85,11 @@ class Loading:
                 keep.append(entry)
         self._deferred = keep
         for gid, group in list(self._groups.items()):
-            if group.partition != partition:
-                continue
-            self._step(gid, Unload())  # Kafka's onUnloaded: parked requests answered, the group Dead
+            if group.partition == partition:
+                self._step(gid, Unload())  # Kafka's onUnloaded: parked requests answered, the group Dead
+        # Every offset of the partition goes, also a group's left without it (its creation
+        # rolled back while a commit was in flight): a later load reads them from storage.
+        for gid in [g for g in {**self._offsets, **self._committed} if self.partition_of(g) == partition]:
             self._offsets.pop(gid, None)
             self._committed.pop(gid, None)
         del self._partitions[partition]

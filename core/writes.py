@@ -257,9 +257,10 @@ class Writes:
         return RestoreGroup(group_id, group)
 
     def _remove_group(self, group_id: str) -> None:
+        """The group and its offsets go; the committed values of keys whose writes are still in
+        flight stay, for those writes to settle (readers see them until then)."""
         self._groups.pop(group_id, None)
         self._offsets.pop(group_id, None)
-        self._committed.pop(group_id, None)
 
 
 def _without_pending(callback, group_id: str, member_id: str):

@@ -26,7 +26,9 @@
 (* core/writes.py                                                          *)
 (* step by step and keep their names; each works on a record G holding     *)
 (* the whole state plus the step's output, and returns the next one.       *)
-(* Offsets are not modelled (tla/README.md lists what is left out).        *)
+(* Offsets (core/offsets.py, core/writes.py) are modelled per key: the   *)
+(* latest values readers with require_stable see, the committed shadow of *)
+(* keys with writes in flight, and each write's undo.                     *)
 (***************************************************************************)
 EXTENDS Integers, Sequences, FiniteSets, TLC
 
@@ -45,7 +47,12 @@ CONSTANTS
     InitGroups,        \* what LoadPartition brings: None (no group) or a stored group record
     MaxRequests,       \* client requests in a behaviour; -1: unbounded
     Reduce,            \* TRUE: clients name one free id only (see Canonical)
-    TieOrder           \* protocol names in the order Java's HashMap iterates them (a tied vote)
+    TieOrder,          \* protocol names in the order Java's HashMap iterates them (a tied vote)
+    OffsetKeys,        \* <<topic, partition>> keys clients commit, fetch and delete, in the core's order
+    PartialExpiry,     \* FALSE: offsets age all at once (the retention check sees all or none aged)
+    OffsetValues,      \* offsets a commit may carry
+    CommitVersions,    \* OffsetCommit versions (v9+: GROUP_ID_NOT_FOUND for a group not held)
+    Subscriptions      \* protocol metadata -> the topics it subscribes to (absent: unreadable)
 
 Empty == "Empty"
 Preparing == "PreparingRebalance"
@@ -86,6 +93,9 @@ VARIABLES
     pending,         \* pending member ids (handed out with MEMBER_ID_REQUIRED)
     pendingSync,     \* members the sync phase still waits for
     newMemberAdded,
+    subs,            \* subscribed topics (draft.subscribed_topics), or None
+    offsets,         \* key -> [off, by]: the latest value; by: the in-flight write that set it (0: none)
+    committed,       \* key -> [v, n]: the committed value of a key with n writes in flight
     timers,          \* armed timer key -> payload
     writes,          \* in-flight writes, oldest first (completed in order, contract rule 4)
     held,            \* results held behind in-flight writes (contract rule 3)
@@ -94,8 +104,9 @@ VARIABLES
     event            \* the last event
 
 groupVars == <<state, prevState, generation, protocolType, protocolName, leader, members, mem,
-               pending, pendingSync, newMemberAdded>>
-vars == <<groupVars, timers, writes, held, budget, out, event>>
+               pending, pendingSync, newMemberAdded, subs>>
+offsetVars == <<offsets, committed>>
+vars == <<groupVars, offsetVars, timers, writes, held, budget, out, event>>
 
 -----------------------------------------------------------------------------
 (* Small helpers *)
@@ -136,20 +147,28 @@ SyncError(code) == SyncResp(code, None, None, "")
 HbResp(code) == [api |-> "Heartbeat", code |-> code]
 LeaveResp(code, results) == [api |-> "LeaveGroup", code |-> code, members |-> results]
 DeleteResp(code) == [api |-> "DeleteGroups", code |-> code]
+\* OffsetCommit and OffsetDelete answer per key (in the request's order); OffsetFetch gives a
+\* function key -> offset (-1: none).
+CommitResp(keys, code) == [api |-> "OffsetCommit", parts |-> <<>> \o [i \in 1..Len(keys) |-> <<keys[i], code>>]]
+FetchResp(code, offs) == [api |-> "OffsetFetch", code |-> code, offs |-> offs]
+OffsetDeleteResp(code, parts) == [api |-> "OffsetDelete", code |-> code, parts |-> parts]
 
 \* The response a whole request gets when it fails with `code` (coordinator.error_like).
 ErrorForm(r, code) ==
     CASE r.api = "Heartbeat" -> HbResp(code)
       [] r.api = "LeaveGroup" -> LeaveResp(code, <<>>)
       [] r.api = "DeleteGroups" -> DeleteResp(code)
+      [] r.api = "OffsetCommit" -> [r EXCEPT !.parts = <<>> \o [i \in 1..Len(r.parts) |-> <<r.parts[i][1], code>>]]
+      [] r.api = "OffsetFetch" -> FetchResp(code, NoFunction)
+      [] r.api = "OffsetDelete" -> OffsetDeleteResp(code, <<>>)
 
 -----------------------------------------------------------------------------
 (* The working record: the whole state plus the step's output. *)
 
 Cur == [st |-> state, prev |-> prevState, gen |-> generation, ptype |-> protocolType,
         pname |-> protocolName, leader |-> leader, members |-> members, mem |-> mem,
-        pending |-> pending, psync |-> pendingSync, nma |-> newMemberAdded,
-        timers |-> timers, writes |-> writes, held |-> held, out |-> <<>>,
+        pending |-> pending, psync |-> pendingSync, nma |-> newMemberAdded, subs |-> subs,
+        offs |-> offsets, cmt |-> committed, timers |-> timers, writes |-> writes, held |-> held, out |-> <<>>,
         cur |-> <<>>, recs |-> <<>>, cbs |-> <<>>]
 
 Emit(G, c) == [G EXCEPT !.out = Append(@, c)]
@@ -291,6 +310,73 @@ Tombstone == [type |-> "GroupTombstone", gen |-> 0, ptype |-> "", pname |-> None
               leader |-> None, members |-> <<>>]
 
 -----------------------------------------------------------------------------
+(* Offsets, held per key (writes._set_offsets, _offsets_written, _committed_offsets) *)
+
+\* What a member's protocol metadata subscribes to: a set of topics, or None (unreadable).
+SubsOf(meta) == IF meta \in DOMAIN Subscriptions THEN Subscriptions[meta] ELSE None
+SubscribedTopics(G) ==   \* draft.subscribed_topics
+    IF G.ptype # "consumer" THEN None
+    ELSE IF G.members = <<>> THEN {}
+    ELSE IF G.pname = None THEN None
+    ELSE LET ts == {SubsOf(Metadata(G.mem[m], G.pname)) : m \in Range(G.members)} IN
+         IF None \in ts THEN None ELSE UNION ts
+Subscribed(G, k) == IF G.subs # None THEN k[1] \in G.subs ELSE G.ptype = "consumer"
+
+OffsetCommitRecord(k, v) == [type |-> "OffsetCommit", key |-> k, off |-> v]
+OffsetTombstone(k) == [type |-> "OffsetTombstone", key |-> k]
+RECURSIVE OffsetTombstones(_, _)
+OffsetTombstones(G, ks) ==
+    IF ks = <<>> THEN G ELSE OffsetTombstones(AppendRecord(G, OffsetTombstone(Head(ks)), None), Tail(ks))
+
+
+\* Set the keys of `changes` (<<key, offset or None>>, distinct keys) at once; their undo rides on
+\* the operation's write: each entry remembers the write that set it (`by`, its place in
+\* `writes`), each key its committed value while writes of it are in flight.
+Entry(v, by) == [off |-> v, by |-> by]
+RECURSIVE SetEach(_, _, _)
+SetEach(G, changes, undo) ==
+    IF changes = {} THEN [G EXCEPT !.cbs = IF undo = {} THEN @ ELSE Append(@, [k |-> "offsets", undo |-> undo])]
+    ELSE LET c == CHOOSE c \in changes : TRUE
+             k == c[1]
+             prev == IF k \in DOMAIN G.offs THEN G.offs[k].off ELSE None
+             G1 == [G EXCEPT !.cmt = IF k \in DOMAIN @ THEN [@ EXCEPT ![k].n = @ + 1]
+                                     ELSE SetKey(@, k, [v |-> prev, n |-> 1]),
+                             !.offs = IF c[2] = None THEN DropKey(@, k)
+                                      ELSE SetKey(@, k, Entry(c[2], Len(G.writes) + 1))]
+         IN SetEach(G1, changes \ {c}, undo \cup {[key |-> k, prev |-> prev, wrote |-> c[2]]})
+SetOffsets(G, changes) == SetEach(G, changes, {})
+
+\* One key's write is done: on success its value is committed; on failure the key goes back to
+\* the committed value when no other write of it is in flight, else to the value before this
+\* write where this write's value is still the latest. A key no longer tracked (its group was
+\* removed) is left alone. The write being finished is writes[1] (they complete in order).
+OffsetWritten(G, u, err) ==
+    IF u.key \notin DOMAIN G.cmt THEN G
+    ELSE LET slot == G.cmt[u.key]
+             n == slot.n - 1
+             has == u.key \in DOMAIN G.offs
+             latest == IF u.wrote = None THEN ~has ELSE has /\ G.offs[u.key].by = 1
+             val == IF n = 0 THEN slot.v ELSE u.prev
+             G1 == IF err = None \/ (n > 0 /\ ~latest) THEN G
+                   ELSE [G EXCEPT !.offs = IF val = None THEN DropKey(@, u.key) ELSE SetKey(@, u.key, Entry(val, 0))]
+         IN [G1 EXCEPT !.cmt = IF n = 0 THEN DropKey(@, u.key)
+                               ELSE SetKey(@, u.key, [v |-> IF err = None THEN u.wrote ELSE slot.v, n |-> n])]
+RECURSIVE OffsetsWritten(_, _, _)
+OffsetsWritten(G, undo, err) ==
+    IF undo = {} THEN G
+    ELSE LET u == CHOOSE u \in undo : TRUE IN OffsetsWritten(OffsetWritten(G, u, err), undo \ {u}, err)
+\* The oldest write is gone: entries it set are written, the others' writes move up one place.
+ShiftWrites(G) ==
+    [G EXCEPT !.offs = [k \in DOMAIN G.offs |-> [G.offs[k] EXCEPT !.by = IF @ > 0 THEN @ - 1 ELSE 0]]]
+
+\* What a fetch without require_stable reads: the latest values, except keys with writes in
+\* flight, which read their committed value (writes._committed_offsets).
+CommittedView(G) ==
+    LET ks == {k \in DOMAIN G.offs : k \notin DOMAIN G.cmt} \cup {k \in DOMAIN G.cmt : G.cmt[k].v # None} IN
+    [k \in ks |-> IF k \in DOMAIN G.cmt THEN G.cmt[k].v ELSE G.offs[k].off]
+LatestView(G) == [k \in DOMAIN G.offs |-> G.offs[k].off]
+
+-----------------------------------------------------------------------------
 (* prepareRebalance, propagateAssignment, completeClassicGroupJoin *)
 
 \* membership._propagate_assignment, over the members in order.
@@ -333,10 +419,10 @@ AnswerJoins(G, ids, list) ==
          IN AnswerJoins(G3, Tail(ids), list)
 
 InitNextGeneration(G) ==
-    LET G1 == [G EXCEPT !.gen = @ + 1] IN
-    IF G1.members # <<>>
-    THEN [Transition([G1 EXCEPT !.pname = SelectProtocol(G1)], Completing) EXCEPT !.psync = {}]
-    ELSE [Transition([G1 EXCEPT !.pname = None], Empty) EXCEPT !.psync = {}]
+    LET G1 == [G EXCEPT !.gen = @ + 1]
+        G2 == [G1 EXCEPT !.pname = IF G1.members # <<>> THEN SelectProtocol(G1) ELSE None]
+        G3 == [G2 EXCEPT !.subs = SubscribedTopics(G2)]
+    IN [Transition(G3, IF G3.members # <<>> THEN Completing ELSE Empty) EXCEPT !.psync = {}]
 
 CompleteJoin(G) ==
     LET G1 == DropNotRejoined(Cancel(G, JoinKey), G.members)
@@ -446,7 +532,7 @@ JoinExistingMember(G, req) ==
 CreateGroup(G) ==
     [G EXCEPT !.st = Empty, !.prev = Dead, !.gen = 0, !.ptype = None, !.pname = None,
               !.leader = None, !.members = <<>>, !.mem = NoFunction, !.pending = {},
-              !.psync = {}, !.nma = FALSE]
+              !.psync = {}, !.nma = FALSE, !.subs = None]
 
 DoJoin(G, req) ==
     IF G.st = Dead THEN Respond(G, ReqTag, JoinError("NOT_COORDINATOR", ""))
@@ -546,23 +632,89 @@ DoLeave(G, req) ==
 GroupSnapshot(G) ==
     [st |-> G.st, prev |-> G.prev, gen |-> G.gen, ptype |-> G.ptype, pname |-> G.pname,
      leader |-> G.leader, members |-> G.members, mem |-> G.mem, pending |-> G.pending,
-     psync |-> G.psync, nma |-> G.nma]
+     psync |-> G.psync, nma |-> G.nma, subs |-> G.subs]
 Drop(G) ==    \* the group is no longer held
     [G EXCEPT !.st = Absent, !.prev = None, !.gen = 0, !.ptype = None, !.pname = None,
               !.leader = None, !.members = <<>>, !.mem = NoFunction, !.pending = {},
-              !.psync = {}, !.nma = FALSE]
+              !.psync = {}, !.nma = FALSE, !.subs = None]
 Restore(G, s) ==
     [G EXCEPT !.st = s.st, !.prev = s.prev, !.gen = s.gen, !.ptype = s.ptype, !.pname = s.pname,
               !.leader = s.leader, !.members = s.members, !.mem = s.mem, !.pending = s.pending,
-              !.psync = s.psync, !.nma = s.nma]
-DeleteGroup(G) == AppendRecord(Drop(G), Tombstone, [k |-> "restore_group", snap |-> GroupSnapshot(G)])
+              !.psync = s.psync, !.nma = s.nma, !.subs = s.subs]
+\* writes._delete_group: the group goes at once, its offsets too (their undo first, then the
+\* group's restore, should the tombstone fail); Kafka writes no offset tombstones for them.
+DeleteGroup(G) ==
+    AppendRecord(SetOffsets(Drop(G), {<<k, None>> : k \in DOMAIN G.offs}), Tombstone,
+                 [k |-> "restore_group", snap |-> GroupSnapshot(G)])
+\* writes._remove_group: the group and its offsets are gone, nothing to undo; the committed
+\* values of keys with writes in flight stay until those writes settle.
+RemoveGroup(G) == [Drop(G) EXCEPT !.offs = NoFunction]
 
 DoDelete(G) ==
     IF G.st = Dead THEN Respond(G, ReqTag, DeleteResp("NOT_COORDINATOR"))
     ELSE IF G.st = Absent THEN Respond(G, ReqTag, DeleteResp("GROUP_ID_NOT_FOUND"))
     ELSE IF G.st # Empty THEN Respond(G, ReqTag, DeleteResp("NON_EMPTY_GROUP"))
-    ELSE LET G1 == DeleteGroup(G) IN
+    ELSE LET G1 == DeleteGroup(OffsetTombstones(G, SelectSeq(OffsetKeys, LAMBDA k : k \in DOMAIN G.offs))) IN
          EmitWrite([G1 EXCEPT !.cbs = Append(@, [k |-> "delete_result"])], None)
+
+-----------------------------------------------------------------------------
+(* OffsetCommit, OffsetFetch, OffsetDelete (core/offsets.py), for this group only. A commit's
+   req: [mid, inst, gen, v, offs: <<<<key, offset>>>>]; a fetch's [stable, keys: None (all) or
+   <<key>>]; a delete's [keys: <<key>>]. *)
+
+\* ClassicGroup.validateOffsetCommit (non-transactional): the error, or NONE.
+CommitError(G, req) ==
+    IF req.gen < 0 /\ G.st = Empty THEN NONE
+    ELSE IF req.gen >= 0 \/ req.mid # "" \/ req.inst # None
+    THEN LET e == Validate(G, req.mid, req.inst) IN
+         IF e # NONE THEN e
+         ELSE IF req.gen # G.gen THEN "ILLEGAL_GENERATION"
+         ELSE IF G.st = Completing THEN "REBALANCE_IN_PROGRESS"
+         ELSE NONE
+    ELSE "UNKNOWN_MEMBER_ID"
+
+CommitKeys(req) == [i \in 1..Len(req.offs) |-> req.offs[i][1]]
+
+RECURSIVE CommitRecords(_, _)
+CommitRecords(G, offs) ==
+    IF offs = <<>> THEN G
+    ELSE CommitRecords(AppendRecord(G, OffsetCommitRecord(Head(offs)[1], Head(offs)[2]), None), Tail(offs))
+
+DoCommit(G, req) ==
+    IF G.st = Dead THEN Respond(G, ReqTag, CommitResp(CommitKeys(req), "NOT_COORDINATOR"))
+    ELSE IF G.st = Absent /\ req.gen >= 0
+    THEN Respond(G, ReqTag, CommitResp(CommitKeys(req), IF req.v >= 9 THEN "GROUP_ID_NOT_FOUND" ELSE "ILLEGAL_GENERATION"))
+    ELSE IF G.st # Absent /\ CommitError(G, req) # NONE
+    THEN Respond(G, ReqTag, CommitResp(CommitKeys(req), CommitError(G, req)))
+    ELSE LET simple == G.st = Absent
+             G1 == IF G.st \in {Stable, Preparing} THEN Arm(G, HbKey(req.mid), None, G.mem[req.mid].sto) ELSE G
+             G2 == CommitRecords(G1, req.offs)
+             G3 == IF req.offs = <<>> THEN G2
+                   ELSE LET G4 == SetOffsets(IF simple THEN CreateGroup(G2) ELSE G2,
+                                             {<<req.offs[i][1], req.offs[i][2]>> : i \in 1..Len(req.offs)})
+                        IN IF simple THEN [G4 EXCEPT !.cbs = Append(@, [k |-> "drop_simple"])] ELSE G4
+         IN RunOpEnd(G3, <<"OffsetCommit", req.mid>>, CommitResp(CommitKeys(req), NONE))
+
+FetchKeys(G, req, view) == IF req.keys = None THEN view ELSE [k \in Range(req.keys) |-> Get(view, k, -1)]
+
+DoFetch(G, req) ==
+    IF G.st = Dead THEN Respond(G, ReqTag, FetchResp("NOT_COORDINATOR", NoFunction))
+    ELSE LET view == IF req.stable THEN (IF G.st = Absent THEN NoFunction ELSE LatestView(G))
+                     ELSE IF G.st = Absent /\ DOMAIN G.cmt = {} THEN NoFunction ELSE CommittedView(G)
+             r == FetchResp(NONE, FetchKeys(G, req, view))
+         IN IF req.stable THEN Result(G, <<"OffsetFetch", "">>, r) ELSE Respond(G, ReqTag, r)
+
+DoOffsetDelete(G, req) ==
+    IF G.st = Dead THEN Respond(G, ReqTag, OffsetDeleteResp("NOT_COORDINATOR", <<>>))
+    ELSE IF G.st = Absent THEN Respond(G, ReqTag, OffsetDeleteResp("GROUP_ID_NOT_FOUND", <<>>))
+    ELSE IF G.st \in {Stable, Preparing, Completing} /\ G.ptype # "consumer"
+    THEN Respond(G, ReqTag, OffsetDeleteResp("NON_EMPTY_GROUP", <<>>))
+    ELSE LET ks == req.keys
+             gone == SelectSeq(ks, LAMBDA k : ~Subscribed(G, k) /\ k \in DOMAIN G.offs)
+             parts == <<>> \o [i \in 1..Len(ks) |->
+                                 <<ks[i], IF Subscribed(G, ks[i]) THEN "GROUP_SUBSCRIBED_TO_TOPIC" ELSE NONE>>]
+             G1 == SetOffsets(OffsetTombstones(G, gone), {<<k, None>> : k \in Range(gone)})
+         IN RunOpEnd(G1, <<"OffsetDelete", "">>, OffsetDeleteResp(NONE, parts))
 
 -----------------------------------------------------------------------------
 (* Timers (membership._heartbeat_expired, _join_timer_fired, _sync_timer_fired, coordinator._expire) *)
@@ -600,9 +752,23 @@ SyncTimerFired(G, payload) ==
     ELSE IF G.st \notin {Completing, Stable} \/ G.psync = {} THEN G
     ELSE PrepareRebalance(DropUnsynced(G, G.members))
 
-ExpireFired(G) ==
-    LET G1 == IF G.st = Empty THEN DeleteGroup(G) ELSE G IN
-    Arm(G1, ExpireKey, None, RetentionCheckInterval)
+\* coordinator._expire: which offsets have aged past their retention is time, chosen by the
+\* environment: `aged` lists them in the order their tombstones are written (OffsetKeys' order,
+\* the core's), among the keys that may expire (Expirable); the group goes when it is Empty and
+\* every offset it had expired.
+BaseDefined(G) == G.ptype = None \/ G.st = Empty \/ (G.ptype = "consumer" /\ G.subs # None /\ G.st = Stable)
+Expirable(G) ==
+    IF G.st \in {Absent, Dead} \/ ~BaseDefined(G) THEN {} ELSE {k \in DOMAIN G.offs : ~Subscribed(G, k)}
+AgedChoices(G) ==
+    LET E == Expirable(G) IN
+    {SelectSeq(OffsetKeys, LAMBDA k : k \in S) : S \in IF PartialExpiry THEN SUBSET E ELSE {{}, E}}
+ExpireFired(G, aged) ==
+    IF G.st = Absent THEN Arm(G, ExpireKey, None, RetentionCheckInterval)
+    ELSE LET allExpired == DOMAIN G.offs = {} \/ (BaseDefined(G) /\ Range(aged) = DOMAIN G.offs)
+             G1 == IF DOMAIN G.offs = {} \/ ~BaseDefined(G) THEN G
+                   ELSE SetOffsets(OffsetTombstones(G, aged), {<<k, None>> : k \in Range(aged)})
+             G2 == IF allExpired /\ G.st = Empty THEN DeleteGroup(G1) ELSE G1
+         IN Arm(G2, ExpireKey, None, RetentionCheckInterval)
 
 \* writes._expire_held_pending: the expiry also holds for the group snapshots that a failed
 \* write may bring back (deviation D15).
@@ -614,12 +780,12 @@ ExpireHeldPending(G, m) ==
         [G.writes[i] EXCEPT !.cbs = <<>> \o [j \in 1..Len(G.writes[i].cbs) |->
                                                 WithoutPending(G.writes[i].cbs[j], m)]]]]
 
-DoTimer(G, k) ==
+DoTimer(G, k, aged) ==
     LET G0 == [G EXCEPT !.timers = DropKey(@, k)]
         p == G.timers[k]
         G1 == CASE k = JoinKey -> JoinTimerFired(G0, p)
                 [] k = SyncKey -> SyncTimerFired(G0, p)
-                [] k = ExpireKey -> ExpireFired(G0)
+                [] k = ExpireKey -> ExpireFired(G0, aged)
                 [] OTHER -> ExpireHeldPending(HeartbeatExpired(G0, k[2]), k[2])
     IN EmitWrite(G1, None)
 
@@ -696,6 +862,10 @@ RunCallback(G, cb, err) ==
       [] cb.k = "new_group" -> IF err = None THEN G ELSE RollbackNewGroup(G, err, cb.snap)
       [] cb.k = "restore_group" ->
             IF err = None THEN G ELSE IF G.st = Absent THEN Restore(G, cb.snap) ELSE Displace(G, cb.snap)
+      [] cb.k = "offsets" -> OffsetsWritten(G, cb.undo, err)
+      [] cb.k = "drop_simple" ->   \* a simple group whose first commit failed goes, if nothing is left
+            IF err # None /\ G.st = Empty /\ G.ptype = None /\ G.gen = 0 /\ DOMAIN G.offs = {}
+            THEN RemoveGroup(G) ELSE G
       [] cb.k = "delete_result" ->
             Respond(G, <<"DeleteGroups", "">>, DeleteResp(IF err = None THEN NONE ELSE TranslateOperation(err)))
       [] OTHER -> G   \* "empty_group": Kafka only logs a failure
@@ -705,7 +875,7 @@ RunCallbacks(G, cbs, err) ==
     IF cbs = <<>> THEN G ELSE RunCallbacks(RunCallback(G, Head(cbs), err), Tail(cbs), err)
 
 FinishWrite(G, w, err) ==
-    LET G1 == EmitWrite(RunCallbacks([G EXCEPT !.recs = <<>>, !.cbs = <<>>], w.cbs, err), None) IN
+    LET G1 == EmitWrite(ShiftWrites(RunCallbacks([G EXCEPT !.recs = <<>>, !.cbs = <<>>], w.cbs, err)), None) IN
     IF w.resp = None THEN G1
     ELSE Respond(G1, w.resp.to, IF err = None THEN w.resp.r ELSE ErrorForm(w.resp.r, TranslateOperation(err)))
 
@@ -751,12 +921,13 @@ DoUnload(G) ==
         G1 == FailWrites(G, G.writes)
         G2 == AnswerHeld(G1, G1.held)
         G3 == IF G2.st \in {Absent, Dead} THEN G2 ELSE AnswerParked(G2, G2.members)
-        G4 == [Drop(G3) EXCEPT !.st = Dead, !.timers = NoFunction]
+        G4 == [RemoveGroup(G3) EXCEPT !.st = Dead, !.timers = NoFunction, !.cmt = NoFunction]
     IN Emit(G4, [c |-> "CancelPartitionTimers"])
 
 -----------------------------------------------------------------------------
 (* LoadPartition (loading._on_load): the initial state. A stored record is
-   [gen, ptype, pname, leader, members: <<[id, inst, protos, rto, sto, asg]>>]. *)
+   [gen, ptype, pname, leader, members: <<[id, inst, protos, rto, sto, asg]>>], with the
+   group's committed offsets in `offs` (key -> offset) if it has any. *)
 
 RECURSIVE LoadMembers(_, _)
 LoadMembers(G, ms) ==
@@ -773,13 +944,17 @@ ArmAll(G, ids) ==
 Loaded(rec) ==
     LET G0 == [st |-> Absent, prev |-> None, gen |-> 0, ptype |-> None, pname |-> None, leader |-> None,
                members |-> <<>>, mem |-> NoFunction, pending |-> {}, psync |-> {}, nma |-> FALSE,
+               subs |-> None, offs |-> NoFunction, cmt |-> NoFunction,
                timers |-> NoFunction, writes |-> <<>>, held |-> <<>>, out |-> <<>>, cur |-> <<>>,
                recs |-> <<>>, cbs |-> <<>>]
         G1 == IF rec = None THEN G0
               ELSE LoadMembers([G0 EXCEPT !.st = IF rec.members = <<>> THEN Empty ELSE Stable, !.prev = Dead,
                                           !.gen = rec.gen, !.ptype = IF rec.ptype = "" THEN None ELSE rec.ptype,
                                           !.pname = rec.pname], rec.members)
-        G2 == IF rec = None THEN G1 ELSE [G1 EXCEPT !.leader = rec.leader]
+        G2 == IF rec = None THEN G1
+              ELSE [G1 EXCEPT !.leader = rec.leader, !.subs = SubscribedTopics(G1),
+                              !.offs = IF "offs" \in DOMAIN rec
+                                       THEN [k \in DOMAIN rec.offs |-> Entry(rec.offs[k], 0)] ELSE NoFunction]
     IN Arm(ArmAll(G2, G2.members), ExpireKey, None, RetentionCheckInterval)
 
 -----------------------------------------------------------------------------
@@ -797,6 +972,9 @@ Assign(G) ==
     /\ pending' = G.pending
     /\ pendingSync' = G.psync
     /\ newMemberAdded' = G.nma
+    /\ subs' = G.subs
+    /\ offsets' = G.offs
+    /\ committed' = G.cmt
     /\ timers' = G.timers
     /\ writes' = G.writes
     /\ held' = G.held
@@ -814,20 +992,27 @@ Heartbeat(req) == Assign(DoHeartbeat(Cur, req)) /\ event' = [type |-> "Heartbeat
 \* req: [ids: <<[mid, inst]>>]
 LeaveGroup(req) == Assign(DoLeave(Cur, req)) /\ event' = [type |-> "LeaveGroup"] @@ req
 DeleteGroups == Assign(DoDelete(Cur)) /\ event' = [type |-> "DeleteGroups"]
+\* req: [mid, inst, gen, v, offs]
+OffsetCommit(req) == Assign(DoCommit(Cur, req)) /\ event' = [type |-> "OffsetCommit"] @@ req
+\* req: [stable, keys]
+OffsetFetch(req) == Assign(DoFetch(Cur, req)) /\ event' = [type |-> "OffsetFetch"] @@ req
+\* req: [keys]
+OffsetDelete(req) == Assign(DoOffsetDelete(Cur, req)) /\ event' = [type |-> "OffsetDelete"] @@ req
 
 \* TimerFired for an armed key, with the payload of its current arming (contract rule 5).
 HeartbeatTimer(m) ==
     /\ HbKey(m) \in DOMAIN timers
-    /\ Assign(DoTimer(Cur, HbKey(m))) /\ event' = [type |-> "TimerFired", key |-> HbKey(m)]
+    /\ Assign(DoTimer(Cur, HbKey(m), <<>>)) /\ event' = [type |-> "TimerFired", key |-> HbKey(m)]
 JoinTimer ==
     /\ JoinKey \in DOMAIN timers
-    /\ Assign(DoTimer(Cur, JoinKey)) /\ event' = [type |-> "TimerFired", key |-> JoinKey]
+    /\ Assign(DoTimer(Cur, JoinKey, <<>>)) /\ event' = [type |-> "TimerFired", key |-> JoinKey]
 SyncTimer ==
     /\ SyncKey \in DOMAIN timers
-    /\ Assign(DoTimer(Cur, SyncKey)) /\ event' = [type |-> "TimerFired", key |-> SyncKey]
-ExpireTimer ==
+    /\ Assign(DoTimer(Cur, SyncKey, <<>>)) /\ event' = [type |-> "TimerFired", key |-> SyncKey]
+\* aged: the offsets whose retention has passed (time), in the order the core expires them.
+ExpireTimer(aged) ==
     /\ ExpireKey \in DOMAIN timers
-    /\ Assign(DoTimer(Cur, ExpireKey)) /\ event' = [type |-> "TimerFired", key |-> ExpireKey]
+    /\ Assign(DoTimer(Cur, ExpireKey, aged)) /\ event' = [type |-> "TimerFired", key |-> ExpireKey, aged |-> aged]
 
 WriteCompleted ==
     /\ writes # <<>>
@@ -846,6 +1031,7 @@ InitFrom(rec) ==
     /\ state = G.st /\ prevState = G.prev /\ generation = G.gen /\ protocolType = G.ptype
     /\ protocolName = G.pname /\ leader = G.leader /\ members = G.members /\ mem = G.mem
     /\ pending = G.pending /\ pendingSync = G.psync /\ newMemberAdded = G.nma /\ timers = G.timers
+    /\ subs = G.subs /\ offsets = G.offs /\ committed = G.cmt
     /\ writes = G.writes /\ held = G.held /\ out = G.out
 
 Init == \E rec \in InitGroups : InitFrom(rec)
@@ -896,6 +1082,16 @@ HeartbeatRequests ==
 LeaveRequests ==
     {[ids |-> <<[mid |-> m, inst |-> i]>>] : m \in {""} \cup Named, i \in NoInst \cup Instances}
 
+\* Commits of one key, by members, stale ones, unknown ones and "simple" (generation -1) clients.
+CommitRequests ==
+    {[mid |-> m, inst |-> i, gen |-> g, v |-> v, offs |-> <<<<k, o>>>>] :
+        m \in {""} \cup Named, i \in NoInst \cup Instances, g \in {generation, generation - 1, -1},
+        v \in CommitVersions, k \in Range(OffsetKeys), o \in OffsetValues}
+FetchRequests ==   \* none in configurations without offsets
+    IF OffsetKeys = <<>> THEN {}
+    ELSE {[stable |-> s, keys |-> ks] : s \in BOOLEAN, ks \in {None} \cup {<<k>> : k \in Range(OffsetKeys)}}
+OffsetDeleteRequests == {[keys |-> <<k>>] : k \in Range(OffsetKeys)}
+
 Client ==
     /\ CanRequest /\ Spend
     /\ \/ \E req \in JoinRequests : JoinGroup(req)
@@ -903,13 +1099,16 @@ Client ==
        \/ \E req \in HeartbeatRequests : Heartbeat(req)
        \/ \E req \in LeaveRequests : LeaveGroup(req)
        \/ DeleteGroups
+       \/ \E req \in CommitRequests : OffsetCommit(req)
+       \/ \E req \in FetchRequests : OffsetFetch(req)
+       \/ \E req \in OffsetDeleteRequests : OffsetDelete(req)
 
 Coordinator ==
     /\ UNCHANGED budget
     /\ \/ \E m \in Ids : HeartbeatTimer(m)
        \/ JoinTimer
        \/ SyncTimer
-       \/ ExpireTimer
+       \/ \E aged \in AgedChoices(Cur) : ExpireTimer(aged)
        \/ WriteCompleted
        \/ \E e \in WriteErrors : WriteFailed(e)
        \/ UnloadPartition

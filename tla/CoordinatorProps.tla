@@ -23,6 +23,9 @@ TypeOK ==
     /\ newMemberAdded \in BOOLEAN
     /\ DOMAIN timers \subseteq TimerKeys
     /\ leader \in Ids \cup {None}
+    /\ subs = None \/ subs \subseteq STRING
+    /\ \A k \in DOMAIN offsets : offsets[k].off \in Int /\ offsets[k].by \in 0..Len(writes)
+    /\ \A k \in DOMAIN committed : committed[k].n \in Nat \ {0}
 
 -----------------------------------------------------------------------------
 (* State invariants (adapters/checks/invariants.py check_group, check_timers) *)
@@ -59,6 +62,22 @@ SyncTimerWhileAwaitingSync == state = Completing /\ pendingSync # {} => SyncKey 
 HeldOnlyBehindWrites == held # <<>> => writes # <<>>
 NothingLeftWhenDead == state = Dead => writes = <<>> /\ held = <<>> /\ DOMAIN timers = {}
 
+(* Offsets *)
+\* Which keys each in-flight write changes (its undo).
+WriteKeys(i) == UNION {{u.key : u \in c.undo} : c \in {c \in Range(writes[i].cbs) : c.k = "offsets"}}
+\* A key's committed shadow counts the in-flight writes of it (while its group is held).
+committed_counts_writes ==
+    \A k \in DOMAIN committed : committed[k].n = Cardinality({i \in 1..Len(writes) : k \in WriteKeys(i)})
+\* A value set by an in-flight write is that write's: its undo names the key with that value.
+offset_set_by_its_write ==
+    \A k \in DOMAIN offsets : offsets[k].by > 0 =>
+        \E c \in Range(writes[offsets[k].by].cbs) :
+            c.k = "offsets" /\ \E u \in c.undo : u.key = k /\ u.wrote = offsets[k].off
+\* Without writes in flight, readers see the latest values: nothing is pending.
+settled_offsets_are_committed == writes = <<>> => DOMAIN committed = {} /\ \A k \in DOMAIN offsets : offsets[k].by = 0
+\* An unloaded partition holds no offsets.
+no_offsets_when_dead == state = Dead => DOMAIN offsets = {} /\ DOMAIN committed = {}
+
 Invariants ==
     /\ TypeOK /\ leader_is_member /\ empty_has_no_members /\ static_map_consistent
     /\ pending_not_members /\ pending_sync_subset /\ settled_group_has_protocol
@@ -66,6 +85,8 @@ Invariants ==
     /\ generation_non_negative /\ join_timer_when_preparing /\ sync_timer_generation
     /\ pending_member_has_timer /\ JoinPhaseCompletesWhenAllJoined /\ SettledGenerationPositive
     /\ SyncTimerWhileAwaitingSync /\ HeldOnlyBehindWrites /\ NothingLeftWhenDead
+    /\ committed_counts_writes /\ offset_set_by_its_write /\ settled_offsets_are_committed
+    /\ no_offsets_when_dead
 
 -----------------------------------------------------------------------------
 (* Action properties: one step, with the commands it emitted (out'). *)
@@ -159,6 +180,32 @@ ReplacementAnsweredAfterWrite ==
     [][Ev.type = "JoinGroup" /\ Ev.mid = "" /\ Ev.inst # None /\ state = Stable
        /\ StaticOf(Cur, Ev.inst) # None /\ state' = Stable => Own = {}]_vars
 
+(* Offsets: action properties *)
+\* The result of the OffsetCommit being handled: sent now, held, or riding on its write.
+NewWrite == IF Len(writes') > Len(writes) THEN {writes'[Len(writes')]} ELSE {}
+CommitResult == OwnResult \cup {w.resp.r : w \in {w \in NewWrite : w.resp # None}}
+AcceptedCommit == Ev.type = "OffsetCommit" /\ \E r \in CommitResult : \E j \in 1..Len(r.parts) : r.parts[j][2] = NONE
+\* An accepted commit is from the group's current member and generation, outside the sync
+\* phase; one without a generation (-1) only to an Empty group (any member) or to a group not
+\* held (a "simple" group is created). A fenced member's commit is never acknowledged.
+commit_requires_valid_member ==
+    [][AcceptedCommit =>
+         IF state = Absent THEN Ev.gen < 0
+         ELSE IF Ev.gen >= 0 \/ Ev.mid # "" \/ Ev.inst # None
+         THEN \/ Valid(Ev.mid, Ev.inst) /\ Ev.gen = generation /\ state \in {Stable, Preparing}
+              \/ Ev.gen < 0 /\ state = Empty
+         ELSE state = Empty]_vars
+\* A commit acknowledged when its write completes is what a plain OffsetFetch reads at once.
+AckedCommitReadable ==
+    [][Ev.type = "WriteCompleted" /\ Head(writes).resp # None /\ Head(writes).resp.r.api = "OffsetCommit" =>
+         \A j \in 1..Len(Head(writes).recs) :
+            LET rec == Head(writes).recs[j] IN
+            rec.type = "OffsetCommit" =>
+                rec.key \in DOMAIN CommittedView([offs |-> offsets', cmt |-> committed']) /\ CommittedView([offs |-> offsets', cmt |-> committed'])[rec.key] = rec.off]_vars
+\* A fetch with require_stable is answered only once no write is in flight.
+StableFetchAfterWrites ==
+    [][Ev.type = "OffsetFetch" /\ Ev.stable /\ writes # <<>> => Own = {}]_vars
+
 ActionProperties ==
     /\ legal_transition /\ dead_is_absorbing /\ generation_monotonic /\ generation_step
     /\ generation_bump_iff_join_completed /\ stable_only_on_write_completed
@@ -166,7 +213,8 @@ ActionProperties ==
     /\ sync_ok_current_assignment /\ assignment_write_from_leader /\ member_id_required_is_pending
     /\ join_requires_known_member /\ heartbeat_requires_valid_member /\ sync_requires_valid_member
     /\ leave_requires_known_member /\ StaticJoinGetsFreshId /\ AssignmentOnlyOnWrite
-    /\ ReplacementAnsweredAfterWrite
+    /\ ReplacementAnsweredAfterWrite /\ commit_requires_valid_member /\ AckedCommitReadable
+    /\ StableFetchAfterWrites
 
 -----------------------------------------------------------------------------
 (* Liveness, under LiveSpec (fair timers and writes) *)

@@ -6,10 +6,16 @@
 EXTENDS CoordinatorProps
 CONSTANTS m1, m2, m3, m4, m5, i1, i2
 
-PA == << <<"range", "a">> >>     \* a member's protocol list ...
-PB == << <<"range", "b">> >>     \* ... and the same protocol with other metadata (a change)
+\* A member's protocol list (its metadata: a consumer subscription to topic "t", version 0) ...
+PA == << <<"range", "0x000000000001000174ffffffff">> >>
+PB == << <<"range", "b">> >>     \* ... and the same protocol with other metadata, unreadable (a change)
+MCSubscriptions == ("0x000000000001000174ffffffff" :> {"t"})
 NoGroup == {None}
 NoTieOrder == <<>>  \* one protocol name per configuration: no tied vote
+NoKeys == <<>>      \* configurations without offsets
+NoSubscriptions == <<>>  \* metadata nobody can read as a subscription
+T0 == <<"t", 0>>    \* a key of the subscribed topic ...
+U0 == <<"u", 0>>    \* ... and of another
 MinusOne == -1
 \* A stored member, with its rebalance and session timeouts.
 StoredWith(id, inst, rto, sto) == [id |-> id, inst |-> inst, protos |-> PA, rto |-> rto, sto |-> sto, asg |-> "A"]
@@ -18,14 +24,14 @@ Stored(id, inst) == StoredWith(id, inst, 6000, 10000)
 \* What the projection ignores: the previous state except "was Empty" (the only thing that
 \* decides anything), and the responses that held results and writes will send.
 View == <<state, prevState = Empty, generation, protocolType, protocolName, leader, members, mem,
-          pending, pendingSync, newMemberAdded, timers,
+          pending, pendingSync, newMemberAdded, subs, offsets, committed, timers,
           [i \in 1..Len(writes) |-> writes[i].cbs], [i \in 1..Len(held) |-> held[i].wait], budget>>
 
 \* Symmetry: member ids and instance ids are interchangeable among themselves.
 SymmOf(I, J) == {[x \in I \cup J |-> IF x \in I THEN p[x] ELSE q[x]] : p \in Permutations(I), q \in Permutations(J)}
 
 \* For liveness: out and event decide nothing, so states that differ only in them are one.
-LiveView == <<groupVars, timers, writes, held, budget>>
+LiveView == <<groupVars, offsetVars, timers, writes, held, budget>>
 
 --------------------------------------------------------------------------
 (* MC3: three members, static and dynamic, from an empty partition. No symmetry. *)
@@ -52,6 +58,18 @@ MCLiveInstances == {i1}
 MCLiveProtocols == {PA}
 
 --------------------------------------------------------------------------
+(* MCOffsets: commits, fetches and deletions of two keys (one of the subscribed topic) against
+   a loaded Stable group of two (one static) holding a committed offset, with every rebalance,
+   expiry, write outcome and unload in between. *)
+MCOffsetsIds == {m1, m2, m3}
+MCOffsetsInstances == {i1}
+MCOffsetsProtocols == {PA}
+MCOffsetsKeys == <<T0, U0>>
+MCOffsetsInit == {[gen |-> 1, ptype |-> "consumer", pname |-> "range", leader |-> m1,
+                   members |-> <<Stored(m1, None), Stored(m2, i1)>>, offs |-> (U0 :> 1)]}
+MCOffsetsBounds == Len(writes) <= 2 /\ Len(held) <= 1
+
+--------------------------------------------------------------------------
 (* MCGraph: the small configuration whose whole state graph is dumped and replayed against
    the core (every id and every choice, no VIEW, no symmetry). The loaded group's second
    member has longer timeouts than the requests carry: a rebalance timer is the longest of the
@@ -59,8 +77,10 @@ MCLiveProtocols == {PA}
 MCGraphIds == {m1, m2, m3}
 MCGraphInstances == {i1}
 MCGraphProtocols == {PA, PB}
+MCGraphKeys == <<T0>>   \* subscribed by PA's members, not by an Empty group
 MCGraphInit == {None,
-                [gen |-> 2, ptype |-> "consumer", pname |-> None, leader |-> None, members |-> <<>>],
+                [gen |-> 2, ptype |-> "consumer", pname |-> None, leader |-> None, members |-> <<>>,
+                 offs |-> (T0 :> 1)],
                 [gen |-> 1, ptype |-> "consumer", pname |-> "range", leader |-> m1,
                  members |-> <<Stored(m1, None), StoredWith(m2, i1, 8000, 12000)>>]}
 

@@ -17,12 +17,15 @@ from groupcoord.adapters.tla import mutants
 from groupcoord.adapters.tla.run import TLA_DIR, TlaSetupError, check_setup, run_tlc, workers_for_machine
 
 # The spec's actions (one per input event) and how an event names them.
-ACTIONS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DeleteGroups", "HeartbeatTimer", "JoinTimer",
-           "SyncTimer", "ExpireTimer", "WriteCompleted", "WriteFailed", "UnloadPartition")
+ACTIONS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DeleteGroups", "OffsetCommit", "OffsetFetch",
+           "OffsetDelete", "HeartbeatTimer", "JoinTimer", "SyncTimer", "ExpireTimer", "WriteCompleted", "WriteFailed",
+           "UnloadPartition")
 _TIMER = {"hb": "HeartbeatTimer", "join": "JoinTimer", "sync": "SyncTimer", "expire": "ExpireTimer"}
 
-CHECKS = ("mc3", "mc4", "live", "graph", "trace")
-CONFIGS = {"mc3": "MC3.cfg", "mc4": "MC4.cfg", "live": "MCLive.cfg", "graph": "MCGraph.cfg"}
+CHECKS = ("mc3", "mc4", "offsets", "live", "graph", "trace")
+CONFIGS = {"mc3": "MC3.cfg", "mc4": "MC4.cfg", "offsets": "MCOffsets.cfg", "live": "MCLive.cfg", "graph": "MCGraph.cfg"}
+TLC_CHECKS = ("mc3", "mc4", "offsets", "live")  # TLC alone; graph's dump is replayed after
+COVERED = ("mc3", "mc4", "offsets")  # dumped for action coverage
 
 
 @attrs.define
@@ -86,7 +89,7 @@ def run_config(check: str, workers: int, work: Path, replace: dict | None = None
     dump = work / f"{check}.{'dot' if check == 'graph' else 'dump'}"
     started = time.monotonic()
     args = []
-    if check in ("mc3", "mc4"):
+    if check in COVERED:
         args = ["-dump", str(dump)]
     res = run_tlc(cfg, workers=workers, dump=dump if check == "graph" else None, extra_args=args,
                   name=check, replace=replace, extra_files=extra_files, timeout=600)
@@ -213,7 +216,7 @@ def run_check(selected: list[str] | None = None, workers: int | None = None, out
     work = Path(tempfile.mkdtemp(prefix="groupcoord-tla-check-"))
     try:
         for check in selected:
-            if check in ("mc3", "mc4", "live"):
+            if check in TLC_CHECKS:
                 r = run_config(check, workers, work)
             elif check == "graph":
                 r = run_config("graph", workers, work)
@@ -341,7 +344,7 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
             return run
 
         checks = {"scenarios": scenarios, "graph-check": graph_check, "trace": trace,
-                  "tlc-mc3": tlc("mc3"), "tlc-mc4": tlc("mc4"), "tlc-live": tlc("live")}
+                  **{f"tlc-{name}": tlc(name) for name in TLC_CHECKS}}
         out(f"{len(MUTANTS) if not names else len(names)} mutants (name, source -> the check that caught it: "
             f"the property or the difference):")
         results = run_mutants(checks, names, out, every_check=every_check)

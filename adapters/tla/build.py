@@ -9,23 +9,35 @@ from typing import Any, Iterable
 from groupcoord.core import events as ev
 from groupcoord.core.commands import (
     DeleteGroupsResponse,
+    FetchedGroup,
+    FetchedPartition,
+    FetchedTopic,
     GroupMetadataRecord,
     HeartbeatResponse,
     InitialDelay,
     LeaveGroupMemberResponse,
     LeaveGroupResponse,
     MemberRecord,
+    OffsetCommitRecord,
+    OffsetCommitResponse,
+    OffsetDeleteResponse,
+    OffsetFetchResponse,
+    PartitionResult,
     Respond,
+    TopicResult,
 )
 from groupcoord.core import continuations as cont
 from groupcoord.core.errors import Error
 from groupcoord.core import CoordinatorState, Group, Member, Parked, PendingWrite, assemble_group
+from groupcoord.core.frozen import evolve
 from groupcoord.core.states import GroupState
 
+from groupcoord.adapters.tla import offsets
 from groupcoord.adapters.tla.values import F, MV, fn
 from groupcoord.adapters.tla.model import (
     Alpha,
     CLIENT,
+    CONFIG,
     GROUP,
     Ids,
     NOW_MS,
@@ -80,17 +92,20 @@ def build_core(s: F, instances: Iterable[MV], pool: Iterable[MV]) -> Built:
         groups = {} if state_name == "Absent" else {GROUP: _build_group(s, mem, core_id)}
     writes, deferred, deletes = {}, [], {}
     write_records = {}
+    held_offsets = offsets.Built(s)
     for i, w in enumerate(s["writes"], start=1):
         callbacks = []
         for cb in w["cbs"]:
-            callbacks.append(_build_callback(cb, s, mem, core_id, i, deletes, alpha))
+            if cb["k"] == "offsets":
+                callbacks.append(held_offsets.undo(cb, GROUP, i))
+            else:
+                callbacks.append(_build_callback(cb, s, mem, core_id, i, deletes, alpha))
         request = response = None
         if w["resp"] is not None:
             api, mid = w["resp"]["to"]
             rid = ("held", api, mid, i)
             alpha.tags[rid] = (api, mid)
-            request = ev.LeaveGroup(request_id=rid, now_ms=0, version=3, group_id=GROUP,
-                                    members=(ev.MemberIdentity(core_id(mid) if mid != "" else ""),))
+            request = _stand_in(api, rid, core_id(mid) if mid != "" else "", w["resp"]["r"])
             response = _build_response(w["resp"]["r"], core_id)
         writes[i] = PendingWrite(i, PARTITION, tuple(callbacks), request, response)
         write_records[i] = w["recs"]
@@ -108,9 +123,22 @@ def build_core(s: F, instances: Iterable[MV], pool: Iterable[MV]) -> Built:
         elif key[0] != "sync":
             payload = None
         timers[core_timer(key, core_id)] = payload
-    state = CoordinatorState(partitions=partitions, groups=groups, offsets={}, writes=writes,
-                             deferred=tuple(deferred), next_write_id=len(writes) + 1, pending_deletes=deletes)
+    state = CoordinatorState(partitions=partitions, groups=groups,
+                             offsets={GROUP: held_offsets.latest} if held_offsets.latest else {}, writes=writes,
+                             deferred=tuple(deferred), next_write_id=len(writes) + 1, pending_deletes=deletes,
+                             committed_offsets={GROUP: held_offsets.committed} if held_offsets.committed else {})
     return Built(state, timers, alpha, core_id)
+
+
+def _stand_in(api: str, rid, member_id: str, response: F):
+    """A request of type ``api`` whose result rides on a write: its type, its member and (for a
+    commit, whose failure answers each key) its keys are read."""
+    if api == "OffsetCommit":
+        return ev.OffsetCommit(request_id=rid, now_ms=0, version=9, group_id=GROUP, member_id=member_id,
+                               topics=_by_topic([(k, ev.CommitPartition(k[1], 0)) for k, _ in response["parts"]]))
+    if api == "OffsetDelete":
+        return ev.OffsetDelete(request_id=rid, now_ms=0, version=0, group_id=GROUP)
+    return ev.LeaveGroup(request_id=rid, now_ms=0, version=3, group_id=GROUP, members=(ev.MemberIdentity(member_id),))
 
 
 def _build_member(m, r, core_id, ptype) -> Member:
@@ -134,11 +162,12 @@ def _build_group(s, mem, core_id) -> Group:
         generation_id=s["generation"] if "generation" in s else s["gen"], protocol_type=ptype,
         protocol_name=s["protocolName"] if "protocolName" in s else s["pname"],
         leader_id=core_id(s["leader"]) if s["leader"] is not None else None)
-    return assemble_group(
+    built = assemble_group(
         group, members.values(), protocol_type=ptype,
         pending_members={core_id(m) for m in s["pending"]},
         pending_sync={core_id(m) for m in (s["pendingSync"] if "pendingSync" in s else s["psync"])},
         new_member_added=s["newMemberAdded"] if "newMemberAdded" in s else s["nma"])
+    return evolve(built, subscribed_topics=s["subs"])  # kept as the spec holds it, not derived again
 
 
 def _prev(s) -> str:
@@ -173,6 +202,8 @@ def _build_callback(cb, s, mem, core_id, write_id, deletes, alpha):
         snap = cb["snap"]
         smem = snap["mem"] if isinstance(snap["mem"], dict) else {}
         return cont.RestoreGroup(GROUP, _build_group(F(snap.set(state=snap["st"])), smem, core_id))
+    if k == "drop_simple":
+        return cont.DropSimpleGroup(GROUP)
     if k == "delete_result":
         rid = ("held", "DeleteGroups", "", write_id)
         alpha.tags[rid] = ("DeleteGroups", "")
@@ -192,6 +223,17 @@ def _build_response(r, core_id):
             for x in r["members"]))
     if api == "DeleteGroups":
         return DeleteGroupsResponse(())
+    if api in ("OffsetCommit", "OffsetDelete"):
+        topics = tuple(TopicResult(t, tuple(PartitionResult(p, Error[c]) for (tt, p), c in r["parts"] if tt == t))
+                       for t in dict.fromkeys(k[0] for k, _ in r["parts"]))
+        if api == "OffsetCommit":
+            return OffsetCommitResponse(topics)
+        return OffsetDeleteResponse(Error[r["code"]], topics)
+    if api == "OffsetFetch":
+        offs = r["offs"] if isinstance(r["offs"], dict) else {}
+        topics = tuple(FetchedTopic(t, tuple(FetchedPartition(p, v) for (tt, p), v in sorted(offs.items()) if tt == t))
+                       for t in sorted({k[0] for k in offs}))
+        return OffsetFetchResponse((FetchedGroup(GROUP, topics, Error[r["code"]]),))
     raise ValueError(f"no held {api}")
 
 
@@ -211,9 +253,11 @@ def load_records(group: F | None, instances) -> tuple:
     for x in group["members"]:
         if x["id"] == group["leader"]:
             leader = cid(x["id"], x["inst"])
+    stored = group["offs"] if "offs" in group and isinstance(group["offs"], dict) else {}
     return (GroupMetadataRecord(group_id=GROUP, protocol_type=group["ptype"], generation_id=group["gen"],
                                 protocol_name=group["pname"], leader_id=leader, current_state_timestamp_ms=0,
-                                members=members),)
+                                members=members),) + tuple(
+        OffsetCommitRecord(GROUP, topic, p, value, -1, "", 0) for (topic, p), value in sorted(stored.items()))
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -223,7 +267,8 @@ class Model:
     """The constants of one TLC configuration (what the environment may send)."""
 
     def __init__(self, ids, instances, protocols, protocol_types, rebalance_timeouts, session_timeouts,
-                 join_versions, write_errors, reduce: bool) -> None:
+                 join_versions, write_errors, reduce: bool, offset_keys=(), offset_values=(), commit_versions=(),
+                 partial_expiry: bool = True) -> None:
         self.ids = sorted(ids)
         self.instances = sorted(instances)
         self.protocols = list(protocols)
@@ -233,6 +278,10 @@ class Model:
         self.join_versions = sorted(join_versions)
         self.write_errors = sorted(write_errors)
         self.reduce = reduce
+        self.offset_keys = tuple(offset_keys)
+        self.offset_values = sorted(offset_values)
+        self.commit_versions = sorted(commit_versions)
+        self.partial_expiry = partial_expiry
 
 
 def spec_inputs(s: F, model: Model) -> list[F]:
@@ -286,9 +335,12 @@ def spec_inputs(s: F, model: Model) -> list[F]:
             for inst in insts:
                 out.append(F(type="LeaveGroup", ids=(F(mid=m, inst=inst),)))
         out.append(F(type="DeleteGroups"))
+        out.extend(_offset_requests(s, model, named, insts))
     armed = s["timers"] if isinstance(s["timers"], dict) else {}
     for key in armed:
-        if key[0] != "hb" or key[1] in model.ids:
+        if key == ("expire",):
+            out.extend(F(type="TimerFired", key=key, aged=aged) for aged in _aged_choices(s, model))
+        elif key[0] != "hb" or key[1] in model.ids:
             out.append(F(type="TimerFired", key=key))
     if s["writes"]:
         out.append(F(type="WriteCompleted"))
@@ -297,6 +349,36 @@ def spec_inputs(s: F, model: Model) -> list[F]:
     if s["state"] != "Dead":
         out.append(F(type="UnloadPartition"))
     return out
+
+
+def _offset_requests(s: F, model: Model, named: list, insts: list) -> list[F]:
+    """The spec's CommitRequests, FetchRequests and OffsetDeleteRequests."""
+    out = []
+    gens = sorted({s["generation"], s["generation"] - 1, -1})
+    for mid in [""] + named:
+        for inst in insts:
+            for g in gens:
+                for v in model.commit_versions:
+                    for k in model.offset_keys:
+                        for o in model.offset_values:
+                            out.append(F(type="OffsetCommit", mid=mid, inst=inst, gen=g, v=v, offs=((k, o),)))
+    if model.offset_keys:
+        for stable in (False, True):
+            for keys in [None] + [(k,) for k in model.offset_keys]:
+                out.append(F(type="OffsetFetch", stable=stable, keys=keys))
+    out.extend(F(type="OffsetDelete", keys=(k,)) for k in model.offset_keys)
+    return out
+
+
+def _aged_choices(s: F, model: Model) -> list[tuple]:
+    """The spec's AgedChoices: subsets of the expirable keys (all or none without PartialExpiry)."""
+    keys = offsets.expirable(s)
+    if not model.partial_expiry:
+        return [()] + ([tuple(keys)] if keys else [])
+    chosen = [()]
+    for k in keys:
+        chosen += [c + (k,) for c in chosen]
+    return sorted(set(chosen))
 
 
 def core_event(e: F, built: Built):
@@ -322,7 +404,9 @@ def core_event(e: F, built: Built):
         return client_request(e, REQ, NOW_MS, member, uuid)
     if t == "TimerFired":
         core_key = core_timer(e["key"], cid)
-        return ev.TimerFired(now_ms=NOW_MS, key=core_key, payload=built.timers.get(core_key))
+        # aged offsets: the retention has passed for the entries built (committed at time 0)
+        now = NOW_MS + CONFIG.offsets_retention_ms if e.get("aged") else NOW_MS
+        return ev.TimerFired(now_ms=now, key=core_key, payload=built.timers.get(core_key))
     if t == "WriteCompleted":
         return ev.WriteCompleted(now_ms=NOW_MS, write_id=1)
     if t == "WriteFailed":
@@ -357,8 +441,31 @@ def client_request(e: F, request_id, now_ms: int, member, uuid: str | None = Non
     if t == "LeaveGroup":
         return ev.LeaveGroup(**common, version=3, members=tuple(
             ev.MemberIdentity(member(x["mid"]), inst(x["inst"])) for x in e["ids"]))
+    if t == "OffsetCommit":
+        return ev.OffsetCommit(**common, version=e["v"], generation_id=e["gen"], member_id=member(e["mid"]),
+                               group_instance_id=inst(e["inst"]), topics=_by_topic(
+                                   [(k, ev.CommitPartition(k[1], o)) for k, o in e["offs"]]))
+    if t == "OffsetFetch":
+        keys = e["keys"]
+        topics = None if keys is None else _by_topic([(k, k[1]) for k in keys])
+        return ev.OffsetFetch(request_id=request_id, now_ms=now_ms, client_id=CLIENT, version=8,
+                              groups=(ev.FetchGroup(GROUP, topics),), require_stable=e["stable"])
+    if t == "OffsetDelete":
+        return ev.OffsetDelete(**common, version=0, topics=_by_topic([(k, k[1]) for k in e["keys"]]))
     raise ValueError(f"not a client request: {t}")
 
 
+def _by_topic(items: list) -> tuple:
+    """(key, value) pairs as a request's topics: (topic, (values...)) in order of first appearance."""
+    topics: dict = {}
+    for (topic, _), value in items:
+        topics.setdefault(topic, []).append(value)
+    return tuple((t, tuple(vs)) for t, vs in topics.items())
+
+
+CLIENT_REQUESTS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DeleteGroups", "OffsetCommit", "OffsetFetch",
+                   "OffsetDelete")
+
+
 def is_client(e: F) -> bool:
-    return e["type"] in ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DeleteGroups")
+    return e["type"] in CLIENT_REQUESTS

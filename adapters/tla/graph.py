@@ -354,4 +354,6 @@ def model_from_cfg(cfg_text: str, mc_text: str) -> Model:
     return Model(ids=value("Ids"), instances=value("Instances"), protocols=value("Protocols"),
                  protocol_types=value("ProtocolTypes"), rebalance_timeouts=value("RebalanceTimeouts"),
                  session_timeouts=value("SessionTimeouts"), join_versions=value("JoinVersions"),
-                 write_errors=value("WriteErrors"), reduce=value("Reduce"))
+                 write_errors=value("WriteErrors"), reduce=value("Reduce"), offset_keys=value("OffsetKeys"),
+                 offset_values=value("OffsetValues"), commit_versions=value("CommitVersions"),
+                 partial_expiry=value("PartialExpiry"))

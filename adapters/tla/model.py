@@ -48,7 +48,8 @@ from groupcoord.core.continuations import (
 from groupcoord.core.errors import Error
 from groupcoord.core import CoordinatorState, Group, PendingWrite
 
-from groupcoord.adapters.tla.values import F, MV, fn
+from groupcoord.adapters.tla import offsets
+from groupcoord.adapters.tla.values import F, MV, OutOfModel, fn
 
 GROUP = "g"
 PARTITION = 0
@@ -56,10 +57,6 @@ CLIENT = "c"
 NOW_MS = 1_000_000
 REQ = ("req",)
 CONFIG = CoordinatorConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=3000)
-
-
-class OutOfModel(Exception):
-    """The core did something the spec does not model (offsets, foreign writes, ...)."""
 
 
 def bstr(data: bytes) -> str:
@@ -164,6 +161,7 @@ class Alpha:
         self.partition = partition
         self.tags: dict[Any, tuple] = {}
         self.write_records: dict[int, tuple] = {}  # write id -> its records (the core keeps them only in Write)
+        self.metadata_max_bytes = CONFIG.offset_metadata_max_bytes  # offset metadata longer is out of the model
 
     # --- values
 
@@ -180,6 +178,9 @@ class Alpha:
                          for m in r.members))
         if isinstance(r, GroupTombstone) and r.group_id == self.gid:
             return F(type="GroupTombstone", gen=0, ptype="", pname=None, leader=None, members=())
+        read = offsets.read_record(r, self.gid)
+        if read is not None:
+            return read
         raise OutOfModel(f"record {type(r).__name__} of {getattr(r, 'group_id', '?')!r}")
 
     def group(self, group: Group, writes: Iterable[PendingWrite] = ()) -> dict:
@@ -200,13 +201,13 @@ class Alpha:
                     leader=ids.spec(group.leader_id), members=tuple(ids.spec(m) for m in group.members),
                     mem=fn(mem), pending=frozenset(ids.spec(m) for m in group.pending_members),
                     pendingSync=frozenset(ids.spec(m) for m in group.pending_sync),
-                    newMemberAdded=group.new_member_added)
+                    newMemberAdded=group.new_member_added, subs=group.subscribed_topics)
 
     def snapshot(self, group: Group) -> F:
         g = self.group(group)
         return F(st=g["state"], prev=g["prevState"], gen=g["generation"], ptype=g["protocolType"],
                  pname=g["protocolName"], leader=g["leader"], members=g["members"], mem=g["mem"],
-                 pending=g["pending"], psync=g["pendingSync"], nma=g["newMemberAdded"])
+                 pending=g["pending"], psync=g["pendingSync"], nma=g["newMemberAdded"], subs=g["subs"])
 
     def callback(self, cb) -> F:
         kind = type(cb)
@@ -227,6 +228,9 @@ class Alpha:
             return F(k="restore_group", snap=self.snapshot(cb.group))
         if kind is DeleteResult and tuple(cb.group_ids) == (self.gid,):
             return F(k="delete_result")
+        read = offsets.read_callback(cb, self.gid)
+        if read is not None:
+            return read
         raise OutOfModel(f"write callback {kind.__name__}")
 
     def response(self, r) -> F:
@@ -249,6 +253,9 @@ class Alpha:
             if [x.group_id for x in r.results] != [self.gid]:
                 raise OutOfModel("a DeleteGroups of other groups")
             return F(api="DeleteGroups", code=code(r.results[0].error_code))
+        read = offsets.read_response(r, self.gid)
+        if read is not None:
+            return read
         raise OutOfModel(f"response {type(r).__name__}")
 
     def tag_of_request(self, request) -> tuple:
@@ -277,7 +284,10 @@ class Alpha:
             out = self.group(group, writes)
         if len(out) == 1:
             out.update(prevState=None, generation=0, protocolType=None, protocolName=None, leader=None,
-                       members=(), mem=(), pending=frozenset(), pendingSync=frozenset(), newMemberAdded=False)
+                       members=(), mem=(), pending=frozenset(), pendingSync=frozenset(), newMemberAdded=False,
+                       subs=None)
+        out.update(offsets.read_state(snap, self.gid, writes) if p in snap.partitions
+                   else dict(offsets=(), committed=()))
         out["writes"] = tuple(
             F(recs=self.write_records[w.write_id], cbs=tuple(self.callback(cb) for cb in w.callbacks),
               resp=None if w.request is None else F(to=self.tag_of_request(w.request), r=self.response(w.response)))
@@ -371,8 +381,12 @@ class Alpha:
                                                   for x in event.members))
         if isinstance(event, ev.DeleteGroups):
             return F(type="DeleteGroups")
+        if isinstance(event, offsets.OFFSET_REQUESTS):
+            return offsets.read_event(event, self.gid, ids.spec, ids.inst, self.metadata_max_bytes)
         if isinstance(event, ev.TimerFired):
-            return F(type="TimerFired", key=timer_key(event.key, ids, self.gid, self.partition))
+            key = timer_key(event.key, ids, self.gid, self.partition)
+            # an expiration's aged offsets are read from its commands (aged_from)
+            return F(type="TimerFired", key=key, aged=()) if key == ("expire",) else F(type="TimerFired", key=key)
         if isinstance(event, ev.WriteFailed) and Error.parse(event.error) is not Error.NONE:
             return F(type="WriteFailed", error=code(event.error))
         if isinstance(event, (ev.WriteCompleted, ev.WriteFailed)):
@@ -386,16 +400,16 @@ class Alpha:
     def load_record(self, records) -> F | None:
         last = None
         for r in records:
-            if getattr(r, "group_id", None) != self.gid:
-                continue
-            if isinstance(r, (GroupMetadataRecord, GroupTombstone)):
+            if getattr(r, "group_id", None) == self.gid and isinstance(r, (GroupMetadataRecord, GroupTombstone)):
                 last = r
-            else:
-                raise OutOfModel("offsets of the group in storage")
+        stored = offsets.stored_offsets(records, self.gid)
         if not isinstance(last, GroupMetadataRecord):
+            if stored:
+                raise OutOfModel("a simple group in storage (offsets without a group record)")
             return None
         ids = self.ids
-        return F(gen=last.generation_id, ptype=last.protocol_type, pname=last.protocol_name,
+        extra = dict(offs=fn(stored)) if stored else {}
+        return F(**extra, gen=last.generation_id, ptype=last.protocol_type, pname=last.protocol_name,
                  leader=ids.spec(last.leader_id), members=tuple(
                      F(id=ids.spec(m.member_id), inst=ids.inst(m.group_instance_id),
                        protos=((last.protocol_name or "", bstr(m.subscription)),),

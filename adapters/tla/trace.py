@@ -28,6 +28,7 @@ from groupcoord.adapters.tla.model import (
     apply_timers,
     timer_key,
 )
+from groupcoord.adapters.tla.offsets import aged
 from groupcoord.adapters.tla.values import F
 
 
@@ -53,7 +54,7 @@ class Trace:
         return self.initial_delay, self.retention_check_interval
 
 
-MODELLED_REQUESTS = (ev.JoinGroup, ev.SyncGroup, ev.Heartbeat, ev.LeaveGroup)
+MODELLED_REQUESTS = (ev.JoinGroup, ev.SyncGroup, ev.Heartbeat, ev.LeaveGroup, ev.OffsetCommit, ev.OffsetDelete)
 
 
 class Recorder:
@@ -70,6 +71,7 @@ class Recorder:
                  others: str = "refuse") -> None:
         self.config = config
         self.alpha = Alpha(Ids(), gid, partition)
+        self.alpha.metadata_max_bytes = config.offset_metadata_max_bytes
         self.coordinator = Coordinator(config)
         self.timers: dict = {}
         self.rows: list[F] = []
@@ -89,6 +91,8 @@ class Recorder:
             return write is None or write.partition != alpha.partition
         if isinstance(event, ev.DeleteGroups):
             return alpha.gid not in tuple(event.groups_names)
+        if isinstance(event, ev.OffsetFetch):
+            return alpha.gid not in {g.group_id for g in event.groups}
         if isinstance(event, ev.Request):
             return not isinstance(event, MODELLED_REQUESTS) or getattr(event, "group_id", None) != alpha.gid
         return False
@@ -131,6 +135,10 @@ class Recorder:
             if isinstance(event, ev.DeleteGroups):
                 if tuple(event.groups_names) != (alpha.gid,):
                     raise OutOfModel("a DeleteGroups of other groups")
+            elif isinstance(event, ev.OffsetFetch):
+                if [g.group_id for g in event.groups] != [alpha.gid]:
+                    raise OutOfModel("an OffsetFetch of other groups")
+                gid = alpha.gid
             elif gid != alpha.gid or not isinstance(event, MODELLED_REQUESTS):
                 raise OutOfModel(_what(event))
             if gid == "":
@@ -154,6 +162,8 @@ class Recorder:
         apply_timers(self.timers, commands)
         alpha.remember_writes(commands)
         out = alpha.commands(commands, before if self.rows else None, event)
+        if spec_event["type"] == "TimerFired" and spec_event["key"] == ("expire",):
+            spec_event = spec_event.set(aged=aged(commands, alpha.gid, alpha.partition))
         state = alpha.state(self.coordinator.snapshot(), self.timers, -1)
         state["out"] = out
         state["event"] = spec_event
@@ -161,8 +171,6 @@ class Recorder:
 
 
 _NOT_IN_SPEC = {
-    "OffsetCommit": "offsets are not in the spec", "OffsetFetch": "offsets are not in the spec",
-    "OffsetDelete": "offsets are not in the spec",
     "FindCoordinator": "the spec has no FindCoordinator (it models one coordinator)",
     "DescribeGroups": "the spec has no DescribeGroups", "ListGroups": "the spec has no ListGroups",
 }

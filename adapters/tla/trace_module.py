@@ -9,13 +9,16 @@ every line.
 
 from __future__ import annotations
 
+from groupcoord.core.consumer_protocol import subscription_topics
 from groupcoord.core.draft import java_hashmap_order
+from groupcoord.adapters.tla.model import sbytes
 from groupcoord.adapters.tla.run import TLA_DIR
 from groupcoord.adapters.tla.trace import Trace
-from groupcoord.adapters.tla.values import MV, fmt
+from groupcoord.adapters.tla.values import MV, fmt, fn
 
 STATE_VARS = ("state", "prevState", "generation", "protocolType", "protocolName", "leader", "members", "mem",
-              "pending", "pendingSync", "newMemberAdded", "timers", "writes", "held", "budget", "out", "event")
+              "pending", "pendingSync", "newMemberAdded", "subs", "offsets", "committed", "timers", "writes", "held",
+              "budget", "out", "event")
 
 
 def _ids(trace: Trace) -> set:
@@ -57,6 +60,8 @@ TraceNothing == {{}}
 TraceVersions == {{5}}
 TraceUnbounded == -1
 TraceTieOrder == {fmt(tuple(java_hashmap_order(sorted(protocols))))}
+TraceSubscriptions == {fmt(_subscriptions(traces))}
+TraceKeys == {fmt(_keys(traces))}
 TraceLogs == <<
 {logs}
 >>
@@ -73,10 +78,13 @@ Step(e) ==
       [] e.type = "Heartbeat" -> Heartbeat(Req(e))
       [] e.type = "LeaveGroup" -> LeaveGroup(Req(e))
       [] e.type = "DeleteGroups" -> DeleteGroups
+      [] e.type = "OffsetCommit" -> OffsetCommit(Req(e))
+      [] e.type = "OffsetFetch" -> OffsetFetch(Req(e))
+      [] e.type = "OffsetDelete" -> OffsetDelete(Req(e))
       [] e.type = "TimerFired" /\\ e.key[1] = "hb" -> HeartbeatTimer(e.key[2])
       [] e.type = "TimerFired" /\\ e.key[1] = "join" -> JoinTimer
       [] e.type = "TimerFired" /\\ e.key[1] = "sync" -> SyncTimer
-      [] e.type = "TimerFired" /\\ e.key[1] = "expire" -> ExpireTimer
+      [] e.type = "TimerFired" /\\ e.key[1] = "expire" -> ExpireTimer(e.aged)
       [] e.type = "WriteCompleted" -> WriteCompleted
       [] e.type = "WriteFailed" -> WriteFailed(e.error)
       [] e.type = "UnloadPartition" -> UnloadPartition
@@ -107,12 +115,45 @@ TraceSpec == TraceInit /\\ [][TraceNext]_<<vars, i, k>>
     InitGroups <- TraceInitGroups
     MaxRequests <- TraceUnbounded
     TieOrder <- TraceTieOrder
+    OffsetKeys <- TraceKeys
+    PartialExpiry = TRUE
+    OffsetValues <- TraceNothing
+    CommitVersions <- TraceNothing
+    Subscriptions <- TraceSubscriptions
     Reduce = FALSE
 SPECIFICATION TraceSpec
 INVARIANTS
 {chr(10).join('    ' + n for n in invariants)}
 """
     return text, cfg
+
+
+def _subscriptions(traces: list) -> dict:
+    """Each protocol metadata the traces' members carry, read as the core reads it: the topics it
+    subscribes to (a metadata the core cannot read is left out: the spec reads it as None)."""
+    seen = set()
+    for t in traces:
+        for row in t.rows:
+            s = row["s"]
+            for rec in (s["mem"].values() if isinstance(s["mem"], dict) else ()):
+                seen |= {meta for _, meta in rec["protos"]}
+    out = {}
+    for meta in sorted(seen):
+        topics = subscription_topics(sbytes(meta))
+        if topics is not None:
+            out[meta] = frozenset(topics)
+    return fn(out)
+
+
+def _keys(traces: list) -> tuple:
+    """Every offset key the traces hold, in the core's (sorted) order."""
+    keys = set()
+    for t in traces:
+        for row in t.rows:
+            s = row["s"]
+            keys |= set(s["offsets"]) if isinstance(s["offsets"], dict) else set()
+            keys |= set(s["committed"]) if isinstance(s["committed"], dict) else set()
+    return tuple(sorted(keys))
 
 
 def _invariant_names() -> list[str]:

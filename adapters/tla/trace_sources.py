@@ -139,7 +139,8 @@ def _groups_of(request) -> tuple:
 HYPO_MODEL = Model(ids=["m1", "m2", "m3"], instances=["i1"], protocols=[(("range", "a"),), (("range", "b"),)],
                    protocol_types=["consumer"], rebalance_timeouts=[6000, 9000], session_timeouts=[10000, 12000],
                    join_versions=[3, 5, 9],
-                   write_errors=["NOT_LEADER_OR_FOLLOWER"], reduce=True)
+                   write_errors=["NOT_LEADER_OR_FOLLOWER"], reduce=True, offset_keys=[("t", 0), ("u", 0)],
+                   offset_values=[1, 2], commit_versions=[8, 9])
 HYPO_CONFIG = CoordinatorConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=3000)
 
 
@@ -158,7 +159,7 @@ def events_from_choices(choices: list[int], config: CoordinatorConfig = HYPO_CON
         seen = set(rec.alpha.ids.to_spec.values())
         local = Model(sorted(set(model.ids) | seen), model.instances, model.protocols, model.protocol_types,
                       model.rebalance_timeouts, model.session_timeouts, model.join_versions, model.write_errors,
-                      model.reduce)
+                      model.reduce, model.offset_keys, model.offset_values, model.commit_versions)
         inputs = [e for e in spec_inputs(s, local) if e["type"] != "UnloadPartition" or k == len(choices) - 1]
         inputs.sort(key=fmt)  # not in the core's (hash-dependent) set order
         kinds = sorted({_kind(e) for e in inputs})

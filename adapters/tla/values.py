@@ -20,6 +20,10 @@ import re
 from typing import Any, Callable
 
 
+class OutOfModel(Exception):
+    """The core did something the spec does not model (several groups, foreign writes, ...)."""
+
+
 class MV:
     """A TLC model value (an uninterpreted constant such as ``m1``)."""
 

@@ -1559,3 +1559,43 @@ def test_a_simple_group_whose_first_commit_fails_is_gone():
                          version=9)
     assert driver.responses[commit].topics[0].partitions[0].error_code is Error.NOT_COORDINATOR
     assert driver.coordinator.group("simple") is None and driver.coordinator.offsets("simple") == {}
+
+
+def test_a_removed_simple_group_keeps_the_committed_value_of_a_key_still_being_written():
+    """Found by the spec's committed_counts_writes (tla/README.md, Findings): a simple group's
+    first commit fails while a deletion of its key is in flight, so the group goes; a new
+    commit of the key must stay unread by a plain fetch until its own write is done, also after
+    the deletion's write completes."""
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    d.hold_writes()
+    _commit(d, "s", offsets=(("t", 0, 5),))  # creates the simple group s
+    _delete_offset(d)
+    first, deletion = d.in_flight
+    _settle(d, first, Error.NOT_LEADER_OR_FOLLOWER)
+    assert d.coordinator.group("s") is None
+    _commit(d, "s", offsets=(("t", 0, 9),))  # s again
+    (again,) = [w for w in d.in_flight if w is not deletion]
+    _settle(d, deletion)
+    assert _offsets_seen(d, "f1") == {} and _latest(d) == {("t", 0): 9}
+    _settle(d, again)
+    assert _offsets_seen(d, "f2") == {("t", 0): 9}
+
+
+def test_unloading_a_partition_drops_the_offsets_of_a_group_no_longer_held():
+    """A new group's creation fails while a commit to it is in flight: the group is gone but
+    the commit's offset is held; unloading the partition drops it with everything else."""
+    from groupcoord.core import events as ev
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    d.hold_writes()
+    _join(d, "s", version=4)  # s created Empty (MEMBER_ID_REQUIRED), its record in flight
+    _commit(d, "s", offsets=(("t", 0, 5),))
+    creation, commit = d.in_flight
+    _settle(d, creation, Error.NOT_LEADER_OR_FOLLOWER)
+    _settle(d, commit)
+    assert d.coordinator.group("s") is None and _latest(d) == {("t", 0): 5}
+    d.dispatch(ev.UnloadPartition(now_ms=d.now_ms, partition=0))
+    assert "s" not in d.coordinator.snapshot().offsets and "s" not in d.coordinator.snapshot().committed_offsets
