@@ -34,6 +34,7 @@ from typing import Callable
 import attrs
 
 from groupcoord.core import machine
+from groupcoord.core.coordinator import Coordinator
 
 
 @attrs.frozen
@@ -177,6 +178,13 @@ MUTANTS: list[Mutant] = [
            core=(("_complete_join", ((
                "            self._arm(HeartbeatTimer(g.partition, g.group_id, mid), member.session_timeout_ms)",
                "            self._arm(HeartbeatTimer(g.partition, g.group_id, mid), member.rebalance_timeout_ms)"),)),)),
+    Mutant("commit-from-stale-generation",
+           "an offset commit from a member of an older generation accepted (a fenced member's commit)",
+           "issue #17 (offsets)",
+           core=(("_commit", ((
+               "                _validate_offset_commit(group, req)",
+               "                if req.generation_id == group.generation_id or req.generation_id < 0:\n"
+               "                    _validate_offset_commit(group, req)"),)),)),
     # Spec mutants: the same bugs written into the spec; TLC must find them, through the
     # property named after each.
     Mutant("spec-first-generation-zero", "the first generation is 0 instead of 1 (in the spec)",
@@ -223,17 +231,34 @@ MUTANTS: list[Mutant] = [
                "         THEN LET G3 == [G2 EXCEPT !.mem[new].join = \"R\"] IN",
                "         THEN LET G3 == Respond([G2 EXCEPT !.mem[new].join = \"\"], ReqTag, JoinOk(G2, new, FALSE)) IN")]},
            checks=("tlc-mc4",), expect="ReplacementAnsweredAfterWrite"),
+    Mutant("spec-commit-from-stale-generation",
+           "an offset commit from a member of another generation accepted (in the spec)", "issue #17 (offsets)",
+           spec={"Coordinator.tla": [("         ELSE IF req.gen # G.gen THEN \"ILLEGAL_GENERATION\"\n", "")]},
+           checks=("tlc-offsets",), expect="commit_requires_valid_member"),
+    Mutant("spec-acked-commit-not-committed",
+           "a commit's value not made the committed one when its write succeeds, while another write of the "
+           "key is in flight (in the spec)", "issue #17 (offsets)",
+           spec={"Coordinator.tla": [("[v |-> IF err = None THEN u.wrote ELSE slot.v, n |-> n]",
+                                      "[v |-> slot.v, n |-> n]")]},
+           checks=("tlc-offsets",), expect="AckedCommitReadable"),
+    Mutant("spec-removed-group-drops-committed",
+           "removing a simple group drops the committed values of keys whose writes are in flight (in the spec; "
+           "the core's bug found by modelling offsets)", "issue #17 (offsets)",
+           spec={"Coordinator.tla": [("RemoveGroup(G) == [Drop(G) EXCEPT !.offs = NoFunction]",
+                                      "RemoveGroup(G) == [Drop(G) EXCEPT !.offs = NoFunction, !.cmt = NoFunction]")]},
+           checks=("tlc-offsets",), expect="committed_counts_writes"),
 ]
 
 
 @contextlib.contextmanager
 def applied(mutant: Mutant):
-    """The core mutant, in place on the group machine for the duration. A method is compiled
-    in the namespace of the module that defines it (``joining``, ``membership``, ``machine``)."""
+    """The core mutant, in place on the group machine (or the coordinator, for offsets) for the
+    duration. A method is compiled in the namespace of the module that defines it (``joining``,
+    ``membership``, ``machine``, ``offsets``...)."""
     originals = {}
     try:
         for method, edits in mutant.core:
-            owner = next(c for c in machine.GroupMachine.__mro__ if method in vars(c))
+            owner = next(c for c in machine.GroupMachine.__mro__ + Coordinator.__mro__ if method in vars(c))
             original = vars(owner)[method]
             source = textwrap.dedent(inspect.getsource(original))
             for old, new in edits:
