@@ -21,8 +21,10 @@ ACTIONS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DeleteGroups", 
            "SyncTimer", "ExpireTimer", "WriteCompleted", "WriteFailed", "UnloadPartition")
 _TIMER = {"hb": "HeartbeatTimer", "join": "JoinTimer", "sync": "SyncTimer", "expire": "ExpireTimer"}
 
-CHECKS = ("mc3", "mc4", "live", "graph", "trace")
-CONFIGS = {"mc3": "MC3.cfg", "mc4": "MC4.cfg", "live": "MCLive.cfg", "graph": "MCGraph.cfg"}
+CHECKS = ("mc3", "mc4", "live", "stable", "graph", "trace")
+CONFIGS = {"mc3": "MC3.cfg", "mc4": "MC4.cfg", "live": "MCLive.cfg", "stable": "MCStable.cfg", "graph": "MCGraph.cfg"}
+# Configurations of liveness properties (TLC does not name the one it finds violated).
+LIVENESS = ("live", "stable")
 
 
 @attrs.define
@@ -98,7 +100,7 @@ def run_config(check: str, workers: int, work: Path, replace: dict | None = None
     if not res.ok:
         r.lines.append(f"  FAILED: {res.violation()}")
         r.data["violation"] = res.violation()
-    if check != "live" and dump.exists():
+    if check not in LIVENESS and dump.exists():
         cov = coverage_from_text(_event_chunks(dump))
         r.data["coverage"] = cov
         r.lines.append("  action coverage (states reached by each action): "
@@ -213,7 +215,7 @@ def run_check(selected: list[str] | None = None, workers: int | None = None, out
     work = Path(tempfile.mkdtemp(prefix="groupcoord-tla-check-"))
     try:
         for check in selected:
-            if check in ("mc3", "mc4", "live"):
+            if check in ("mc3", "mc4", "live", "stable"):
                 r = run_config(check, workers, work)
             elif check == "graph":
                 r = run_config("graph", workers, work)
@@ -321,7 +323,7 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
 
         def tlc(check):
             def run(m):
-                live = check == "live"  # TLC does not name the liveness property it found violated
+                live = check in LIVENESS  # TLC does not name the liveness property it found violated
                 extra = ({CONFIGS[check]: only_property((TLA_DIR / CONFIGS[check]).read_text(), m.expect)}
                          if live and m.expect else None)
                 r = run_config(check, workers, work, replace=m.spec, extra_files=extra)
@@ -341,7 +343,8 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
             return run
 
         checks = {"scenarios": scenarios, "graph-check": graph_check, "trace": trace,
-                  "tlc-mc3": tlc("mc3"), "tlc-mc4": tlc("mc4"), "tlc-live": tlc("live")}
+                  "tlc-mc3": tlc("mc3"), "tlc-mc4": tlc("mc4"), "tlc-live": tlc("live"),
+                  "tlc-stable": tlc("stable")}
         out(f"{len(MUTANTS) if not names else len(names)} mutants (name, source -> the check that caught it: "
             f"the property or the difference):")
         results = run_mutants(checks, names, out, every_check=every_check)

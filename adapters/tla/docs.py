@@ -65,7 +65,7 @@ def record_check(results: list, ok: bool, seconds: float, where: dict) -> dict:
     tlc = [{"check": name, "config": by[name].data["config"], "distinct": by[name].data["distinct"],
             "generated": by[name].data["generated"], "depth": by[name].data["depth"],
             "seconds": round(by[name].seconds, 1)}
-           for name in ("mc3", "mc4", "live", "graph")]
+           for name in ("mc3", "mc4", "live", "stable", "graph")]
     g = by["graph-check"].data
     graph = {k: g[k] for k in ("nodes", "classes", "edges", "inits", "inputs", "matched", "unsound", "missing",
                                "crashed")}
