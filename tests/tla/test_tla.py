@@ -236,6 +236,30 @@ def test_mutants_restore_the_core():
     assert machine.GroupMachine._init_next_generation is before
 
 
+def test_trace_validation_checks_action_properties(setup):
+    """Trace validation checks the spec's action properties on every step, not only its
+    invariants on every line (issue 17 §6): the generated configuration lists every conjunct of
+    ``ActionProperties``, and a stricter copy of one (a group never becomes Stable) rejects a
+    scenario's trace at the line where its group first becomes Stable, naming the property."""
+    from groupcoord.adapters.tla import trace_check, trace_module, trace_sources
+    from paths import KAFKA_SCENARIOS
+
+    names = trace_module.action_property_names()
+    assert "AnsweredExactlyOnce" in names and "legal_transition" in names and len(names) >= 20
+    trace = trace_sources.scenario_trace(KAFKA_SCENARIOS / "s001-legal-transitions-a.json")
+    _, cfg = trace_module.module_text(trace)
+    assert cfg.endswith("PROPERTIES\n" + "".join(f"    {n}\n" for n in names))
+    assert trace_check.check_trace(trace).accepted
+    stable = next(k for k, row in enumerate(trace.rows, 1) if row["s"]["state"] == "Stable")
+    assert stable > 1
+    strict = {"CoordinatorProps.tla": [(
+        "    [][state # Stable /\\ state' = Stable => Ev.type = \"WriteCompleted\"]_vars",
+        "    [][state' # Stable]_vars")]}
+    rejected = trace_check.check_trace(trace, replace=strict)
+    assert not rejected.accepted and rejected.diverged_at == stable, rejected
+    assert rejected.detail == "Action property stable_only_on_write_completed is violated."
+
+
 def test_validate_reads_recorded_trace_files(setup, tmp_path):
     """`groupcoord tla validate` reads the trace format (issue 6 §1): a scenario's recorded
     trace is accepted step by step; one with offsets is accepted up to its first OffsetCommit
