@@ -45,10 +45,10 @@ def mutants(setup):
 def test_check_passes(check):
     ok, results, lines = check
     assert ok, "\n".join(lines)
-    assert set(results) == {"mc3", "mc4", "live", "graph", "graph-check", "trace"}
+    assert set(results) == {"mc3", "mc4", "live", "stable", "graph", "graph-check", "trace"}
 
 
-@pytest.mark.parametrize("name", ["mc3", "mc4", "live", "graph"])
+@pytest.mark.parametrize("name", ["mc3", "mc4", "live", "stable", "graph"])
 def test_every_config_explores_states(check, name):
     r = check[1][name]
     assert r.ok and r.data["exit_code"] == 0
@@ -147,6 +147,10 @@ def test_named_properties_catch_their_mutants(mutants):
     expected = {"spec-static-rejoin-keeps-old-id": ("tlc-mc4", "StaticJoinGetsFreshId"),  # KAFKA-8500
                 "spec-no-sync-timer": ("tlc-mc4", "SyncTimerWhileAwaitingSync"),  # KAFKA-12890
                 "spec-static-replace-answered-before-write": ("tlc-mc4", "ReplacementAnsweredAfterWrite"),  # 10284
+                # issue 17 §6: every request answered, a cooperative group reaches Stable
+                "spec-leave-drops-parked-join": ("tlc-mc3", "AnsweredExactlyOnce"),
+                "spec-static-replace-never-answered": ("tlc-live", "EveryRequestAnswered"),
+                "spec-rejoin-not-parked": ("tlc-stable", "ReachesStable"),
                 "session-timer-rebalance-length": ("graph-check", "out[3].ms")}
     for name, (check, about) in expected.items():
         caught = by[name].caught
@@ -348,7 +352,7 @@ def test_readme_numbers_are_generated_from_the_last_runs():
     assert docs.render_readme(text, measured) == text, "rerun groupcoord tla check/mutants --write-docs"
     check = measured["check"]
     assert check["ok"] and check["seconds"] < 300
-    assert [r["check"] for r in check["tlc"]] == ["mc3", "mc4", "live", "graph"]
+    assert [r["check"] for r in check["tlc"]] == ["mc3", "mc4", "live", "stable", "graph"]
     assert "Measured by `groupcoord tla check --write-docs`" in text
     recorded = measured["mutants"]
     assert recorded["ok"] and recorded["passed"] == len(MUTANTS)
