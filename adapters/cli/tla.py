@@ -261,7 +261,7 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
                         every_check: bool = False, write_docs: bool = False) -> tuple[bool, list]:
     """``write_docs``: a run of the whole catalogue records its outcome in tla/measured.json and
     rewrites tla/README.md's mutant table from it."""
-    from groupcoord.adapters.tla import docs, trace_check
+    from groupcoord.adapters.tla import docs, trace_check, trace_sources
     from groupcoord.adapters.conformance.scenarios import run_file, scenario_files
     from groupcoord.adapters.tla.mutants import MUTANTS, Catch, only_property, run_mutants, violated_property
 
@@ -309,10 +309,14 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
 
         def trace(m):
             try:
-                scenario, hypo, _ = validation_traces()  # recorded through the mutated core
+                scenario, hypo, left_out = validation_traces()  # recorded through the mutated core
             except Exception as e:  # noqa: BLE001 - the mutated core raised while recording
                 return Catch("trace", "the core raised while recording a trace", None, f"{type(e).__name__}: {e}",
                              crash=True)
+            failing = trace_sources.reasons(left_out).get(trace_sources.SCENARIO_FAILS, [])
+            if failing:  # said, not dropped quietly: the scenarios check is the one that fails on them
+                out(f"    {m.name}: trace: {len(failing)} scenarios fail on the mutated core and are not traced "
+                    f"({', '.join(failing[:5])}{', ...' if len(failing) > 5 else ''})")
             for batch in trace_check.batches(scenario + hypo):
                 tr = trace_check.check_traces(batch)
                 if not tr.accepted:
