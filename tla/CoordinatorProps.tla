@@ -247,7 +247,6 @@ Riding(ws) == DeleteResults(ws) > 0 \/ \E i \in 1..Len(ws) : ws[i].resp # None
 Owing == (\E m \in DOMAIN mem : mem[m].join # "" \/ mem[m].sync) \/ held # <<>> \/ Riding(writes)
 EveryRequestAnswered == Owing ~> ~Owing
 
-
 -----------------------------------------------------------------------------
 (* A group whose members keep heartbeating and rejoining reaches Stable (issue #17 item 6).
    StableSpec: the members are well-behaved clients and the coordinator stays.
