@@ -180,6 +180,7 @@ ReplacementAnsweredAfterWrite ==
     [][Ev.type = "JoinGroup" /\ Ev.mid = "" /\ Ev.inst # None /\ state = Stable
        /\ StaticOf(Cur, Ev.inst) # None /\ state' = Stable => Own = {}]_vars
 
+-----------------------------------------------------------------------------
 (* Offsets: action properties *)
 \* The result of the OffsetCommit being handled: sent now, held, or riding on its write.
 NewWrite == IF Len(writes') > Len(writes) THEN {writes'[Len(writes')]} ELSE {}
@@ -197,7 +198,8 @@ commit_requires_valid_member ==
          ELSE state = Empty]_vars
 \* A commit acknowledged when its write completes is what a plain OffsetFetch reads at once.
 AckedCommitReadable ==
-    [][Ev.type = "WriteCompleted" /\ Head(writes).resp # None /\ Head(writes).resp.r.api = "OffsetCommit" =>
+    [][Ev.type = "WriteCompleted" /\ writes # <<>> /\ Head(writes).resp # None
+       /\ Head(writes).resp.r.api = "OffsetCommit" =>
          \A j \in 1..Len(Head(writes).recs) :
             LET rec == Head(writes).recs[j] IN
             rec.type = "OffsetCommit" =>
@@ -205,6 +207,70 @@ AckedCommitReadable ==
 \* A fetch with require_stable is answered only once no write is in flight.
 StableFetchAfterWrites ==
     [][Ev.type = "OffsetFetch" /\ Ev.stable /\ writes # <<>> => Own = {}]_vars
+-----------------------------------------------------------------------------
+(* Every request answered (issue #17 item 6). The coordinator owes an answer to each request it
+   has not answered yet: a parked JoinGroup (mem[m].join # "", static replacements included) or
+   SyncGroup (mem[m].sync), a result held behind writes (held), a response riding on an in-flight
+   write (writes[i].resp) and a DeleteGroups result riding as a write's delete_result callback.
+   Each carries the tag of the Respond that will answer it (Coordinator's To): <<"join", m>>,
+   <<"sync", m>>, <<api, m>> for held and riding ones, <<"DeleteGroups", "">>; the request being
+   handled is answered to ReqTag, or becomes owed under its own tag (OwnTag). Tags of held and
+   riding results may repeat (two heartbeats of one member), so requests are counted by tag. *)
+
+JoinTag(m) == <<"join", m>>
+SyncTag(m) == <<"sync", m>>
+DeleteTag == <<"DeleteGroups", "">>
+CountOf(s, P(_)) == Cardinality({i \in 1..Len(s) : P(s[i])})
+DeleteResults(ws) ==
+    Cardinality(UNION {{<<i, j>> : j \in {j \in 1..Len(ws[i].cbs) : ws[i].cbs[j].k = "delete_result"}}
+                       : i \in 1..Len(ws)})
+\* Requests tagged t that a state (its mem, held and writes) owes an answer.
+Owed(t, mm, hh, ws) ==
+      (IF t[1] = "join" /\ t[2] \in DOMAIN mm THEN (IF mm[t[2]].join # "" THEN 1 ELSE 0) ELSE 0)
+    + (IF t[1] = "sync" /\ t[2] \in DOMAIN mm THEN (IF mm[t[2]].sync THEN 1 ELSE 0) ELSE 0)
+    + CountOf(hh, LAMBDA h : h.to = t)
+    + CountOf(ws, LAMBDA w : w.resp # None /\ w.resp.to = t)
+    + (IF t = DeleteTag THEN DeleteResults(ws) ELSE 0)
+OwedTags(mm, hh, ws) ==
+    {JoinTag(m) : m \in {x \in DOMAIN mm : mm[x].join # ""}} \cup {SyncTag(m) : m \in {x \in DOMAIN mm : mm[x].sync}}
+    \cup {hh[i].to : i \in 1..Len(hh)} \cup {ws[i].resp.to : i \in {j \in 1..Len(ws) : ws[j].resp # None}}
+    \cup (IF DeleteResults(ws) > 0 THEN {DeleteTag} ELSE {})
+OwedBefore(t) == Owed(t, mem, held, writes)
+OwedAfter(t) == Owed(t, mem', held', writes')
+\* Respond commands of this step to t.
+Sent(t) == Cardinality({i \in Responds : out'[i].to = t})
+IsRequest == Ev.type \in {"JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DeleteGroups", "OffsetCommit",
+                         "OffsetFetch", "OffsetDelete"}
+\* The tag the request being handled is owed under when it is not answered at once.
+OwnTag ==
+    CASE Ev.type = "JoinGroup" -> JoinTag(IF Ev.mid = "" THEN Ev.uuid ELSE Ev.mid)
+      [] Ev.type = "SyncGroup" -> SyncTag(Ev.mid)
+      [] Ev.type = "Heartbeat" -> <<"Heartbeat", Ev.mid>>
+      [] Ev.type = "LeaveGroup" -> LeaveTag(Ev)
+      [] Ev.type = "DeleteGroups" -> DeleteTag
+      [] Ev.type = "OffsetCommit" -> <<"OffsetCommit", Ev.mid>>
+      [] Ev.type \in {"OffsetFetch", "OffsetDelete"} -> <<Ev.type, "">>
+\* Kafka's two requests left unanswered (tla/README.md): a member's newer JoinGroup or SyncGroup
+\* takes the place of its parked one (contract rule 1(b): the newer one is parked now or was
+\* answered NONE), and a member leaving drops its parked SyncGroup.
+Superseded(t) ==
+    /\ Ev.type \in {"JoinGroup", "SyncGroup"} /\ t = OwnTag
+    /\ OwedAfter(t) = 1 \/ \E r \in Own : r.code = NONE
+LeftWhileSyncing(t) == Ev.type = "LeaveGroup" /\ t[1] = "sync" /\ t[2] \notin DOMAIN mem'
+\* The step answers the request being handled at most once (none for a timer or a write
+\* outcome), and for every tag: what was owed plus the request being handled, if it was not
+\* answered at once, is answered exactly once in this step or still owed after it. A request
+\* that stops being owed without its Respond (a parked member removed unanswered), or a
+\* Respond to a tag nothing was owed under, violates it.
+AnsweredExactlyOnce ==
+    [][LET now == Sent(ReqTag)
+           tags == {out'[i].to : i \in Responds} \cup OwedTags(mem, held, writes)
+                   \cup OwedTags(mem', held', writes') \cup (IF IsRequest THEN {OwnTag} ELSE {})
+       IN /\ now <= (IF IsRequest THEN 1 ELSE 0)
+          /\ \A t \in tags \ {ReqTag} :
+                LET new == IF IsRequest /\ t = OwnTag THEN 1 - now ELSE 0
+                    lost == OwedBefore(t) + new - Sent(t) - OwedAfter(t)
+                IN lost = 0 \/ (lost = 1 /\ (Superseded(t) \/ LeftWhileSyncing(t)))]_vars
 
 ActionProperties ==
     /\ legal_transition /\ dead_is_absorbing /\ generation_monotonic /\ generation_step
@@ -214,12 +280,70 @@ ActionProperties ==
     /\ join_requires_known_member /\ heartbeat_requires_valid_member /\ sync_requires_valid_member
     /\ leave_requires_known_member /\ StaticJoinGetsFreshId /\ AssignmentOnlyOnWrite
     /\ ReplacementAnsweredAfterWrite /\ commit_requires_valid_member /\ AckedCommitReadable
-    /\ StableFetchAfterWrites
+    /\ StableFetchAfterWrites /\ AnsweredExactlyOnce
 
 -----------------------------------------------------------------------------
 (* Liveness, under LiveSpec (fair timers and writes) *)
 
 PreparingIsLeft == state = Preparing ~> state # Preparing
 CompletingSettles == state = Completing ~> state \in {Stable, Preparing, Empty, Dead}
+
+\* Every request owed an answer is eventually answered (AnsweredExactlyOnce: a request stops
+\* being owed only by its answer, but for Kafka's two exceptions): eventually nothing is owed
+\* any more, no parked JoinGroup or SyncGroup, no held result, no result riding on a write.
+\* Requests are only made by clients and MaxRequests bounds them, so this means that each one
+\* is answered (held and riding results have no identity to follow one by one). Writes
+\* themselves need not drain: an expiration tombstone that fails brings the group back, and the
+\* next expiration writes another, forever.
+Riding(ws) == DeleteResults(ws) > 0 \/ \E i \in 1..Len(ws) : ws[i].resp # None
+Owing == (\E m \in DOMAIN mem : mem[m].join # "" \/ mem[m].sync) \/ held # <<>> \/ Riding(writes)
+EveryRequestAnswered == Owing ~> ~Owing
+
+-----------------------------------------------------------------------------
+(* A group whose members keep heartbeating and rejoining reaches Stable (issue #17 item 6).
+   StableSpec: the members are well-behaved clients and the coordinator stays.
+   * Each member rejoins in PreparingRebalance, once, with its own member id and instance and
+     the protocols and timeouts it joined with (Rejoin), and syncs in CompletingRebalance at
+     the group's generation, the leader with an assignment for every member (Resync); both
+     weakly fair. They need no budget.
+   * Members heartbeat and answer in time: a member's session timer never fires (only the timers
+     of ids that are not members: pending members, old ids), the join timer fires only once every
+     member has rejoined, the sync timer never fires.
+   * The partition is never unloaded; writes complete (weakly fair).
+   * Besides, at most MaxRequests disturbances: any request of the unconstrained environment
+     (Client: new members, leaves, stale or fenced requests, DeleteGroups) or a failed write.
+   ReachesStable: a rebalancing group is eventually Stable, or has no member left (all left or
+   were removed by the disturbances). *)
+
+MaxVersion == CHOOSE v \in JoinVersions : \A w \in JoinVersions : w <= v
+RejoinDue(m) == state = Preparing /\ m \in Ms /\ mem[m].join = ""
+Rejoin(m) ==
+    /\ RejoinDue(m) /\ UNCHANGED budget
+    /\ JoinGroup([mid |-> m, inst |-> mem[m].inst, ptype |-> protocolType, protos |-> mem[m].protos,
+                  rto |-> mem[m].rto, sto |-> mem[m].sto, v |-> MaxVersion, uuid |-> None])
+SyncDue(m) == state = Completing /\ m \in pendingSync
+Resync(m) ==
+    /\ SyncDue(m) /\ UNCHANGED budget
+    /\ SyncGroup([mid |-> m, inst |-> mem[m].inst, gen |-> generation, ptype |-> None, pname |-> None,
+                  asg |-> IF m = leader THEN [x \in Ms |-> "A"] @@ NoFunction ELSE NoFunction])
+AllRejoined == \A m \in Ms : mem[m].join # ""
+TimelyJoinTimer == AllRejoined /\ JoinTimer
+Disturbance == Client \/ (CanRequest /\ Spend /\ \E e \in WriteErrors : WriteFailed(e))
+StableNext ==
+    \/ Disturbance
+    \/ \E m \in Ids : Rejoin(m) \/ Resync(m)
+    \/ /\ UNCHANGED budget
+       /\ \/ \E m \in Ids \ Ms : HeartbeatTimer(m)
+          \/ TimelyJoinTimer
+          \/ \E aged \in AgedChoices(Cur) : ExpireTimer(aged)
+          \/ WriteCompleted
+StableFairness ==
+    /\ \A m \in Ids : []<>~RejoinDue(m) \/ []<><<Rejoin(m)>>_vars
+    /\ \A m \in Ids : []<>~SyncDue(m) \/ []<><<Resync(m)>>_vars
+    /\ []<>~(JoinKey \in DOMAIN timers /\ AllRejoined) \/ []<><<UNCHANGED budget /\ TimelyJoinTimer>>_vars
+    /\ []<>(writes = <<>>) \/ []<><<UNCHANGED budget /\ WriteCompleted>>_vars
+StableSpec == Init /\ [][StableNext]_vars /\ StableFairness
+
+ReachesStable == state \in {Preparing, Completing} ~> state = Stable \/ Ms = {}
 
 =============================================================================

@@ -84,4 +84,14 @@ MCGraphInit == {None,
                 [gen |-> 1, ptype |-> "consumer", pname |-> "range", leader |-> m1,
                  members |-> <<Stored(m1, None), StoredWith(m2, i1, 8000, 12000)>>]}
 
+--------------------------------------------------------------------------
+(* MCStable: members that keep rejoining and syncing reach Stable (StableSpec), from an empty
+   partition and from a loaded Stable group of two (one static), with a few disturbances. *)
+MCStableIds == {m1, m2, m3}
+MCStableInstances == {i1}
+MCStableProtocols == {PA}
+MCStableInit == {None,
+                 [gen |-> 1, ptype |-> "consumer", pname |-> "range", leader |-> m1,
+                  members |-> <<Stored(m1, None), Stored(m2, i1)>>]}
+
 ===========================================================================

@@ -22,10 +22,13 @@ ACTIONS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DeleteGroups", 
            "UnloadPartition")
 _TIMER = {"hb": "HeartbeatTimer", "join": "JoinTimer", "sync": "SyncTimer", "expire": "ExpireTimer"}
 
-CHECKS = ("mc3", "mc4", "offsets", "live", "graph", "trace")
-CONFIGS = {"mc3": "MC3.cfg", "mc4": "MC4.cfg", "offsets": "MCOffsets.cfg", "live": "MCLive.cfg", "graph": "MCGraph.cfg"}
-TLC_CHECKS = ("mc3", "mc4", "offsets", "live")  # TLC alone; graph's dump is replayed after
+CHECKS = ("mc3", "mc4", "offsets", "live", "stable", "graph", "trace")
+CONFIGS = {"mc3": "MC3.cfg", "mc4": "MC4.cfg", "offsets": "MCOffsets.cfg", "live": "MCLive.cfg", "stable": "MCStable.cfg",
+           "graph": "MCGraph.cfg"}
+TLC_CHECKS = ("mc3", "mc4", "offsets", "live", "stable")  # TLC alone; graph's dump is replayed after
 COVERED = ("mc3", "mc4", "offsets")  # dumped for action coverage
+# Configurations of liveness properties (TLC does not name the one it finds violated).
+LIVENESS = ("live", "stable")
 
 
 @attrs.define
@@ -101,7 +104,7 @@ def run_config(check: str, workers: int, work: Path, replace: dict | None = None
     if not res.ok:
         r.lines.append(f"  FAILED: {res.violation()}")
         r.data["violation"] = res.violation()
-    if check != "live" and dump.exists():
+    if check not in LIVENESS and dump.exists():
         cov = coverage_from_text(_event_chunks(dump))
         r.data["coverage"] = cov
         r.lines.append("  action coverage (states reached by each action): "
@@ -262,7 +265,7 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
                         every_check: bool = False, write_docs: bool = False) -> tuple[bool, list]:
     """``write_docs``: a run of the whole catalogue records its outcome in tla/measured.json and
     rewrites tla/README.md's mutant table from it."""
-    from groupcoord.adapters.tla import docs, trace_check
+    from groupcoord.adapters.tla import docs, trace_check, trace_sources
     from groupcoord.adapters.conformance.scenarios import run_file, scenario_files
     from groupcoord.adapters.tla.mutants import MUTANTS, Catch, only_property, run_mutants, violated_property
 
@@ -310,10 +313,14 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
 
         def trace(m):
             try:
-                scenario, hypo, _ = validation_traces()  # recorded through the mutated core
+                scenario, hypo, left_out = validation_traces()  # recorded through the mutated core
             except Exception as e:  # noqa: BLE001 - the mutated core raised while recording
                 return Catch("trace", "the core raised while recording a trace", None, f"{type(e).__name__}: {e}",
                              crash=True)
+            failing = trace_sources.reasons(left_out).get(trace_sources.SCENARIO_FAILS, [])
+            if failing:  # said, not dropped quietly: the scenarios check is the one that fails on them
+                out(f"    {m.name}: trace: {len(failing)} scenarios fail on the mutated core and are not traced "
+                    f"({', '.join(failing[:5])}{', ...' if len(failing) > 5 else ''})")
             for batch in trace_check.batches(scenario + hypo):
                 tr = trace_check.check_traces(batch)
                 if not tr.accepted:
@@ -324,7 +331,7 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
 
         def tlc(check):
             def run(m):
-                live = check == "live"  # TLC does not name the liveness property it found violated
+                live = check in LIVENESS  # TLC does not name the liveness property it found violated
                 extra = ({CONFIGS[check]: only_property((TLA_DIR / CONFIGS[check]).read_text(), m.expect)}
                          if live and m.expect else None)
                 r = run_config(check, workers, work, replace=m.spec, extra_files=extra)

@@ -11,7 +11,7 @@ Checks run cheapest first, and a mutant stops at the first check that catches it
 ``scenarios`` (every conformance scenario through the core), ``graph-check`` (the state-graph
 check of MCGraph, dumped once and shared), ``trace`` (trace validation of the scenario and
 hypothesis traces, recorded through the mutated core, with the spec unchanged), ``tlc-mc3`` /
-``tlc-mc4`` / ``tlc-live`` (TLC on the mutated spec). Each check says what caught the mutant
+``tlc-mc4`` / ``tlc-live`` / ``tlc-stable`` (TLC on the mutated spec). Each check says what caught the mutant
 (``Catch``): the property TLC found violated, the scenario step, the value where the core and
 the spec first differ. An exception (the core raising, TLC failing to evaluate the spec) is a
 crash, not a catch: the next check runs, and a mutant caught only by crashes fails. A mutant
@@ -247,6 +247,34 @@ MUTANTS: list[Mutant] = [
            spec={"Coordinator.tla": [("RemoveGroup(G) == [Drop(G) EXCEPT !.offs = NoFunction]",
                                       "RemoveGroup(G) == [Drop(G) EXCEPT !.offs = NoFunction, !.cmt = NoFunction]")]},
            checks=("tlc-offsets",), expect="committed_counts_writes"),
+    # Every request answered, and a cooperative group reaches Stable (issue #17 item 6).
+    Mutant("spec-leave-drops-parked-join",
+           "a member leaving while its JoinGroup is parked is removed without an answer to that JoinGroup "
+           "(in the spec)", "issue #17 item 6",
+           spec={"Coordinator.tla": [(
+               "        G2 == IF Parked(G1, m)\n"
+               "              THEN [Respond(G1, To(G1, \"join\", m), JoinError(\"UNKNOWN_MEMBER_ID\", \"\"))\n"
+               "                       EXCEPT !.mem[m].join = \"\"]\n"
+               "              ELSE G1",
+               "        G2 == [G1 EXCEPT !.mem[m].join = \"\"]")]},
+           checks=("tlc-mc3",), expect="AnsweredExactlyOnce"),
+    Mutant("spec-static-replace-never-answered",
+           "a static member's replacement in Stable is never answered when its write succeeds: its JoinGroup "
+           "stays parked (in the spec)", "issue #17 item 6",
+           spec={"Coordinator.tla": [(
+               "    THEN IF ~parked THEN G\n         ELSE LET G1 == [G EXCEPT !.mem[cb.new].join = \"\"] IN",
+               "    THEN IF TRUE THEN G\n         ELSE LET G1 == [G EXCEPT !.mem[cb.new].join = \"\"] IN")]},
+           checks=("tlc-live",), expect="EveryRequestAnswered"),
+    Mutant("spec-rejoin-not-parked",
+           "a dynamic member rejoining in PreparingRebalance is answered at once instead of parked: the join "
+           "phase never sees everyone rejoin and ends only by its timer, which drops that member (in the spec)",
+           "issue #17 item 6",
+           spec={"Coordinator.tla": [(
+               "    THEN MaybeCompleteJoin(UpdateMember(G, m, req.protos, req.rto, req.sto, \"J\"))",
+               "    THEN IF G.mem[m].inst = None\n"
+               "         THEN Respond(UpdateMember(G, m, req.protos, req.rto, req.sto, \"\"), ReqTag, JoinOk(G, m, FALSE))\n"
+               "         ELSE MaybeCompleteJoin(UpdateMember(G, m, req.protos, req.rto, req.sto, \"J\"))")]},
+           checks=("tlc-stable",), expect="ReachesStable"),
 ]
 
 

@@ -4,10 +4,13 @@ batch) and ``TraceCheck.cfg``. TLC starts from the spec's ``Init`` for the logge
 ``LoadPartition`` and takes, at each line, the spec action of the logged event with its logged
 parameters (``Step``: the spec's timer keys read as its actions too), requiring the next state
 (all variables, ``out`` included) to be the logged one; the spec's invariants are checked on
-every line.
+every line and its action properties on every step (the conjuncts of CoordinatorProps'
+``ActionProperties``, each a ``[][P]_vars``, as TLC PROPERTIES of the trace's behaviour).
 """
 
 from __future__ import annotations
+
+import re
 
 from groupcoord.core.consumer_protocol import subscription_topics
 from groupcoord.core.draft import java_hashmap_order
@@ -99,7 +102,7 @@ TraceNext ==
 TraceSpec == TraceInit /\\ [][TraceNext]_<<vars, i, k>>
 ====
 """
-    invariants = _invariant_names()
+    invariants, properties = _invariant_names(), action_property_names()
     cfg = f"""CONSTANTS
     None = None
     Ids <- TraceIds
@@ -124,6 +127,8 @@ TraceSpec == TraceInit /\\ [][TraceNext]_<<vars, i, k>>
 SPECIFICATION TraceSpec
 INVARIANTS
 {chr(10).join('    ' + n for n in invariants)}
+PROPERTIES
+{chr(10).join('    ' + n for n in properties)}
 """
     return text, cfg
 
@@ -156,7 +161,19 @@ def _keys(traces: list) -> tuple:
     return tuple(sorted(keys))
 
 
-def _invariant_names() -> list[str]:
+def _mc3_section(name: str, until: str) -> list[str]:
     cfg = (TLA_DIR / "MC3.cfg").read_text()
-    block = cfg.split("INVARIANTS", 1)[1].split("PROPERTIES", 1)[0]
+    block = cfg.split(f"\n{name}\n", 1)[1].split(f"\n{until}", 1)[0]
     return [w for w in block.split() if w]
+
+
+def _invariant_names() -> list[str]:
+    return _mc3_section("INVARIANTS", "PROPERTIES")
+
+
+def action_property_names() -> list[str]:
+    """The action properties trace validation checks on every step: the conjuncts of
+    CoordinatorProps' ``ActionProperties``, by name (TLC names the one it finds violated)."""
+    text = (TLA_DIR / "CoordinatorProps.tla").read_text()
+    body = re.split(r"^ActionProperties ==\n", text, maxsplit=1, flags=re.M)[1].split("\n\n", 1)[0]
+    return re.findall(r"\w+", body)

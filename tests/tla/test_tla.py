@@ -45,10 +45,10 @@ def mutants(setup):
 def test_check_passes(check):
     ok, results, lines = check
     assert ok, "\n".join(lines)
-    assert set(results) == {"mc3", "mc4", "offsets", "live", "graph", "graph-check", "trace"}
+    assert set(results) == {"mc3", "mc4", "offsets", "live", "stable", "graph", "graph-check", "trace"}
 
 
-@pytest.mark.parametrize("name", ["mc3", "mc4", "offsets", "live", "graph"])
+@pytest.mark.parametrize("name", ["mc3", "mc4", "offsets", "live", "stable", "graph"])
 def test_every_config_explores_states(check, name):
     r = check[1][name]
     assert r.ok and r.data["exit_code"] == 0
@@ -147,6 +147,10 @@ def test_named_properties_catch_their_mutants(mutants):
     expected = {"spec-static-rejoin-keeps-old-id": ("tlc-mc4", "StaticJoinGetsFreshId"),  # KAFKA-8500
                 "spec-no-sync-timer": ("tlc-mc4", "SyncTimerWhileAwaitingSync"),  # KAFKA-12890
                 "spec-static-replace-answered-before-write": ("tlc-mc4", "ReplacementAnsweredAfterWrite"),  # 10284
+                # issue 17 §6: every request answered, a cooperative group reaches Stable
+                "spec-leave-drops-parked-join": ("tlc-mc3", "AnsweredExactlyOnce"),
+                "spec-static-replace-never-answered": ("tlc-live", "EveryRequestAnswered"),
+                "spec-rejoin-not-parked": ("tlc-stable", "ReachesStable"),
                 "session-timer-rebalance-length": ("graph-check", "out[3].ms")}
     for name, (check, about) in expected.items():
         caught = by[name].caught
@@ -236,6 +240,30 @@ def test_mutants_restore_the_core():
     assert machine.GroupMachine._init_next_generation is before
 
 
+def test_trace_validation_checks_action_properties(setup):
+    """Trace validation checks the spec's action properties on every step, not only its
+    invariants on every line (issue 17 §6): the generated configuration lists every conjunct of
+    ``ActionProperties``, and a stricter copy of one (a group never becomes Stable) rejects a
+    scenario's trace at the line where its group first becomes Stable, naming the property."""
+    from groupcoord.adapters.tla import trace_check, trace_module, trace_sources
+    from paths import KAFKA_SCENARIOS
+
+    names = trace_module.action_property_names()
+    assert "AnsweredExactlyOnce" in names and "legal_transition" in names and len(names) >= 20
+    trace = trace_sources.scenario_trace(KAFKA_SCENARIOS / "s001-legal-transitions-a.json")
+    _, cfg = trace_module.module_text(trace)
+    assert cfg.endswith("PROPERTIES\n" + "".join(f"    {n}\n" for n in names))
+    assert trace_check.check_trace(trace).accepted
+    stable = next(k for k, row in enumerate(trace.rows, 1) if row["s"]["state"] == "Stable")
+    assert stable > 1
+    strict = {"CoordinatorProps.tla": [(
+        "    [][state # Stable /\\ state' = Stable => Ev.type = \"WriteCompleted\"]_vars",
+        "    [][state' # Stable]_vars")]}
+    rejected = trace_check.check_trace(trace, replace=strict)
+    assert not rejected.accepted and rejected.diverged_at == stable, rejected
+    assert rejected.detail == "Action property stable_only_on_write_completed is violated."
+
+
 def test_validate_reads_recorded_trace_files(setup, tmp_path):
     """`groupcoord tla validate` reads the trace format (issue 6 §1): a scenario's recorded
     trace is accepted step by step; one with offsets is accepted up to its first OffsetCommit
@@ -323,7 +351,7 @@ def test_readme_numbers_are_generated_from_the_last_runs():
     assert docs.render_readme(text, measured) == text, "rerun groupcoord tla check/mutants --write-docs"
     check = measured["check"]
     assert check["ok"] and check["seconds"] < 300
-    assert [r["check"] for r in check["tlc"]] == ["mc3", "mc4", "offsets", "live", "graph"]
+    assert [r["check"] for r in check["tlc"]] == ["mc3", "mc4", "offsets", "live", "stable", "graph"]
     assert "Measured by `groupcoord tla check --write-docs`" in text
     recorded = measured["mutants"]
     assert recorded["ok"] and recorded["passed"] == len(MUTANTS)
