@@ -122,6 +122,7 @@ def _java_hashmap_iteration(keys: list[str]) -> list[str]:
     [chr(c) for c in range(ord("~"), ord("!"), -1)],  # 93 keys: several resizes
     ["range", "roundrobin", "sticky", "cooperative-sticky", "a", "b"],
     [f"protocol-{n}" for n in range(12)],  # exactly 3/4 of 16: no resize
+    list("abcdefghijk") + ["p"],  # 12 keys: no resize, so 'p' (bin 0 of 16, 16 of 32) comes first
     [f"protocol-{n}" for n in range(13)],
     [f"p{n}" for n in range(25)],
 ])
@@ -134,6 +135,7 @@ def test_votes_are_iterated_as_javas_hashmap_does(keys):
 def test_the_hashmap_model_of_this_test_is_javas():
     # orders a JDK 17 HashMap<String, Integer> iterates, filled in the order given
     assert _java_hashmap_iteration(["q", "b", "a"]) == ["q", "a", "b"]
+    assert _java_hashmap_iteration(list("abcdefghijk") + ["p"]) == ["p"] + list("abcdefghijk")
     assert _java_hashmap_iteration(["range", "roundrobin", "sticky", "cooperative-sticky", "a", "b"]) == [
         "a", "b", "sticky", "range", "roundrobin", "cooperative-sticky"]
     assert _java_hashmap_iteration([f"protocol-{n}" for n in range(13)]) == [
@@ -227,8 +229,7 @@ def test_a_simple_group_dropped_with_a_deletion_of_its_offsets_in_flight_leaves_
     commit, deletion = d.in_flight
     _settle(d, commit, Error.NOT_LEADER_OR_FOLLOWER)
     assert d.coordinator.group("s") is None
-    state = d.coordinator.snapshot()
-    assert "s" not in state.offsets and "s" not in state.committed_offsets
+    assert "s" not in d.coordinator.snapshot().offsets
     _settle(d, deletion)
     assert d.coordinator.group("s") is None and d.coordinator.offsets("s") == {}
     assert "s" not in d.coordinator.snapshot().committed_offsets
@@ -501,3 +502,4 @@ def test_a_commit_naming_a_member_is_validated_even_with_generation_minus_one():
     out = coordinator.handle(ev.OffsetCommit(request_id="c", now_ms=0, version=8, group_id="g", generation_id=-1,
                                              member_id="XXXX", topics=(("t", (ev.CommitPartition(0, 5),)),)))
     assert _responses(out)["c"].topics[0].partitions[0].error_code is Error.ILLEGAL_GENERATION
+
