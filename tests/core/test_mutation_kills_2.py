@@ -454,8 +454,9 @@ def test_a_replaced_static_member_keeps_its_parked_join_version_and_is_not_new()
 
 def test_a_member_joining_a_rebalance_that_did_not_start_empty_is_no_new_member_of_an_initial_delay():
     d = _driver()
-    _, [leader], _ = _stable(d)
-    _join(d, member_id=leader, version=3)  # Stable -> PreparingRebalance
+    _, ids, leader = _stable(d, members=2)
+    _join(d, member_id=leader, version=3)  # Stable -> PreparingRebalance, waiting for the other member
+    assert d.coordinator.group("g").state.value == "PreparingRebalance"
     _join(d, version=3)
     assert d.coordinator.group("g").new_member_added is False
 
