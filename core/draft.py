@@ -111,8 +111,8 @@ class GroupDraft:
         self.static_members[instance_id] = new_id
         if self.leader_id == old_id:
             self.leader_id = new_id
-        if old_id in self.pending_sync:
-            self.pending_sync.discard(old_id)
+        # The old id stays pending-sync, as in Kafka (ClassicGroup.replaceStaticMember): if it
+        # had not synced, the sync timer still fires and the group rebalances.
         return old, new
 
     def update(self, member: Member, protocols, rebalance_timeout_ms: int, session_timeout_ms: int,

@@ -282,8 +282,7 @@ ReplaceStatic(G, old, new) ==
     LET rec == [G.mem[old] EXCEPT !.join = "", !.sync = FALSE, !.isNew = FALSE] IN
     [G EXCEPT !.members = Append(Remove(@, old), new),
               !.mem = SetKey(DropKey(@, old), new, rec),
-              !.leader = IF @ = old THEN new ELSE @,
-              !.psync = @ \ {old}]
+              !.leader = IF @ = old THEN new ELSE @]   \* the old id stays pending-sync (Kafka)
 
 \* The member list a leader gets (membership._member_list).
 MemberList(G) ==
@@ -1040,7 +1039,8 @@ Init == \E rec \in InitGroups : InitFrom(rec)
 (* The environment: what clients may send. *)
 
 NoInst == {None}
-\* Ids free for a new member: not in use, and not named by an in-flight write: a static
+\* Ids free for a new member: not in use (a member, pending, or pending-sync: a replaced static
+\* member's old id stays there), and not named by an in-flight write: a static
 \* replacement's old and new ids, and the members and pending members of a group copy that a
 \* failed write would bring back (restore_group, new_group's displaced group). Core ids are
 \* never reused; a spec id named there must not be either.
@@ -1049,7 +1049,8 @@ WriteIds(c) ==
     CASE c.k = "static_replace" -> {c.old, c.new}
       [] c.k \in {"restore_group", "new_group"} /\ c.snap # None -> SnapIds(c.snap)
       [] OTHER -> {}
-InUse == Range(members) \cup pending \cup UNION {WriteIds(c) : c \in UNION {Range(w.cbs) : w \in Range(writes)}}
+InUse == Range(members) \cup pending \cup pendingSync
+         \cup UNION {WriteIds(c) : c \in UNION {Range(w.cbs) : w \in Range(writes)}}
 FreeIds == Ids \ InUse
 \* With Reduce, a client names only the ids in use and one free id (all free ids are alike up to
 \* renaming), and a new member gets that id: fewer transitions, the same states up to symmetry.

@@ -35,8 +35,9 @@ empty_has_no_members == state = Empty => members = <<>> /\ protocolName = None
 static_map_consistent ==
     \A m, n \in Ms : m # n /\ mem[m].inst # None => mem[m].inst # mem[n].inst
 pending_not_members == pending \cap Ms = {}
+\* (An id that is no member is a replaced static member's, left there as Kafka does.)
 pending_sync_subset ==
-    /\ pendingSync \subseteq {m \in Ms : ~mem[m].sync}
+    /\ pendingSync \cap Ms \subseteq {m \in Ms : ~mem[m].sync}
     /\ pendingSync # {} => state \in {Completing, Stable}
 settled_group_has_protocol ==
     state \in {Completing, Stable} =>

@@ -53,8 +53,8 @@ PROTOCOL_COUNTS = _name(
     "protocol_counts", "protocol_counts[n] = number of members listing n (a name listed twice counts once)")
 PENDING_NOT_MEMBERS = _name("pending_not_members", "pending member ids are not member ids")
 PENDING_SYNC_SUBSET = _name(
-    "pending_sync_subset", "pending_sync ⊆ members without a parked sync; non-empty only in "
-    "CompletingRebalance/Stable")
+    "pending_sync_subset", "the members in pending_sync have no parked sync (an id that is no member is a "
+    "replaced static member's, left there as Kafka does); non-empty only in CompletingRebalance/Stable")
 SETTLED_GROUP_HAS_PROTOCOL = _name(
     "settled_group_has_protocol", "CompletingRebalance/Stable => >= 1 member and a protocol name "
     "listed by every member")
@@ -239,7 +239,7 @@ def check_group(group: Group) -> list[str]:
     if group.pending_members & members.keys():
         bad(PENDING_NOT_MEMBERS, f"{sorted(group.pending_members & members.keys())}")
 
-    if not group.pending_sync <= members.keys() - syncing or (
+    if not group.pending_sync & members.keys() <= members.keys() - syncing or (
             group.pending_sync and state not in (COMPLETING_REBALANCE, STABLE)):
         bad(PENDING_SYNC_SUBSET, f"pending_sync {sorted(group.pending_sync)} in {state}, "
                                  f"members {list(members)}, parked syncs {sorted(syncing)}")

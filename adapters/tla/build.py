@@ -288,7 +288,7 @@ def spec_inputs(s: F, model: Model) -> list[F]:
     """Every event the spec's environment may send in state ``s`` (Client and Coordinator)."""
     out: list[F] = []
     mem = s["mem"] if isinstance(s["mem"], dict) else {}
-    in_use = set(s["members"]) | set(s["pending"])
+    in_use = set(s["members"]) | set(s["pending"]) | set(s["pendingSync"])
     for w in s["writes"]:  # the spec's InUse: ids an in-flight write names (WriteIds)
         for cb in w["cbs"]:
             if cb["k"] == "static_replace":

@@ -1599,3 +1599,51 @@ def test_unloading_a_partition_drops_the_offsets_of_a_group_no_longer_held():
     assert d.coordinator.group("s") is None and _latest(d) == {("t", 0): 5}
     d.dispatch(ev.UnloadPartition(now_ms=d.now_ms, partition=0))
     assert "s" not in d.coordinator.snapshot().offsets and "s" not in d.coordinator.snapshot().committed_offsets
+
+
+@pytest.mark.parametrize("deletion_fails", [True, False])
+def test_a_new_commit_after_a_removed_simple_group_survives_the_old_deletion(deletion_fails):
+    """A simple group's first commit fails while a deletion of its offsets is in flight; a new
+    commit recreates it. Whatever the old deletion's outcome, the new commit's offset stays, in
+    memory and (once written) in storage."""
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    d.hold_writes()
+    _commit(d, "s", offsets=(("t", 0, 5), ("t", 1, 6)))
+    d.send("OffsetDelete", {"group_id": "s", "topics": [{"name": "t", "partitions": [
+        {"partition_index": 0}, {"partition_index": 1}]}]}, version=0)
+    first, deletion = d.in_flight
+    _settle(d, first, Error.NOT_LEADER_OR_FOLLOWER)
+    _commit(d, "s", offsets=(("t", 1, 9),))
+    again = d.in_flight[-1]
+    _settle(d, deletion, Error.NOT_LEADER_OR_FOLLOWER if deletion_fails else None)
+    assert _latest(d) == {("t", 1): 9}
+    _settle(d, again)
+    assert _latest(d) == {("t", 1): 9}
+    d.reload()
+    assert _latest(d) == {("t", 1): 9}
+
+
+def test_a_static_member_replaced_before_it_synced_leaves_the_sync_timer_to_rebalance():
+    """Kafka's ClassicGroup.replaceStaticMember leaves the old member id in pendingSyncMembers:
+    a static member replaced in Stable before its SyncGroup keeps the sync phase open, and the
+    sync timer rebalances the group although the new member synced."""
+    d = _driver(group_initial_rebalance_delay_ms=0)
+    first = _join(d, version=4, session=60_000)
+    leader = d.responses[first].member_id
+    _join(d, member_id=leader, version=4, session=60_000)
+    static = _join(d, instance="i", session=60_000)
+    d.advance(1)
+    static_id = d.responses[static].member_id
+    assert d.coordinator.group("g").state.value == "CompletingRebalance"
+    _sync(d, leader, 1, assignments=((leader, b"a"), (static_id, b"b")))
+    assert d.coordinator.group("g").state.value == "Stable"
+    again = _join(d, instance="i", session=60_000)
+    new_id = d.responses[again].member_id
+    assert d.responses[again].error_code.name == "NONE" and new_id != static_id
+    synced = _sync(d, new_id, 1, instance="i")
+    assert d.responses[synced].error_code.name == "NONE" and d.responses[synced].assignment == b"b"
+    assert static_id in d.coordinator.group("g").pending_sync
+    d.advance(20_000)  # the sync timer: the rebalance timeout from the join phase's end (sessions: 60 s)
+    assert d.coordinator.group("g").state.value == "PreparingRebalance"
