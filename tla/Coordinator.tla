@@ -6,7 +6,8 @@
 (* * One action per input event of Coordinator.handle: JoinGroup,          *)
 (*   SyncGroup, Heartbeat, LeaveGroup, DeleteGroups, the four timer kinds  *)
 (*   (heartbeat, join, sync, expire), WriteCompleted, WriteFailed and      *)
-(*   UnloadPartition. LoadPartition is the initial state (Init).           *)
+(*   UnloadPartition. LoadPartition is the initial state (Init), and with   *)
+(*   Reloads a later step (the log, `stored`, read again).                 *)
 (* * Clients are an unconstrained environment: any request at any time,    *)
 (*   with any member id of the pool Ids (members, pending ids, stale or    *)
 (*   unknown ones), any instance id, stale generations. Every choice the   *)
@@ -52,7 +53,8 @@ CONSTANTS
     PartialExpiry,     \* FALSE: offsets age all at once (the retention check sees all or none aged)
     OffsetValues,      \* offsets a commit may carry
     CommitVersions,    \* OffsetCommit versions (v9+: GROUP_ID_NOT_FOUND for a group not held)
-    Subscriptions      \* protocol metadata -> the topics it subscribes to (absent: unreadable)
+    Subscriptions,     \* protocol metadata -> the topics it subscribes to (absent: unreadable)
+    Reloads            \* TRUE: the partition may be loaded again (by this or another coordinator)
 
 Empty == "Empty"
 Preparing == "PreparingRebalance"
@@ -96,6 +98,7 @@ VARIABLES
     subs,            \* subscribed topics (draft.subscribed_topics), or None
     offsets,         \* key -> [off, by]: the latest value; by: the in-flight write that set it (0: none)
     committed,       \* key -> [v, n]: the committed value of a key with n writes in flight
+    stored,          \* the group in __consumer_offsets, as a load reads it: [grp, simple, offs]
     timers,          \* armed timer key -> payload
     writes,          \* in-flight writes, oldest first (completed in order, contract rule 4)
     held,            \* results held behind in-flight writes (contract rule 3)
@@ -106,7 +109,7 @@ VARIABLES
 groupVars == <<state, prevState, generation, protocolType, protocolName, leader, members, mem,
                pending, pendingSync, newMemberAdded, subs>>
 offsetVars == <<offsets, committed>>
-vars == <<groupVars, offsetVars, timers, writes, held, budget, out, event>>
+vars == <<groupVars, offsetVars, stored, timers, writes, held, budget, out, event>>
 
 -----------------------------------------------------------------------------
 (* Small helpers *)
@@ -168,7 +171,7 @@ ErrorForm(r, code) ==
 Cur == [st |-> state, prev |-> prevState, gen |-> generation, ptype |-> protocolType,
         pname |-> protocolName, leader |-> leader, members |-> members, mem |-> mem,
         pending |-> pending, psync |-> pendingSync, nma |-> newMemberAdded, subs |-> subs,
-        offs |-> offsets, cmt |-> committed, timers |-> timers, writes |-> writes, held |-> held, out |-> <<>>,
+        offs |-> offsets, cmt |-> committed, stored |-> stored, timers |-> timers, writes |-> writes, held |-> held, out |-> <<>>,
         cur |-> <<>>, recs |-> <<>>, cbs |-> <<>>]
 
 Emit(G, c) == [G EXCEPT !.out = Append(@, c)]
@@ -374,6 +377,36 @@ CommittedView(G) ==
     LET ks == {k \in DOMAIN G.offs : k \notin DOMAIN G.cmt} \cup {k \in DOMAIN G.cmt : G.cmt[k].v # None} IN
     [k \in ks |-> IF k \in DOMAIN G.cmt THEN G.cmt[k].v ELSE G.offs[k].off]
 LatestView(G) == [k \in DOMAIN G.offs |-> G.offs[k].off]
+
+-----------------------------------------------------------------------------
+(* The log: __consumer_offsets as a load reads it (loading._on_load), kept per group as
+   [grp: the last GroupMetadata record (in the form of a stored group, see LoadPartition below)
+   or None, simple: offsets without a group record (a "simple" group), offs: key -> offset].
+   Compaction keeps the last record of each key, which leaves that reading unchanged. *)
+
+StoredOf(rec) ==
+    [grp |-> IF rec = None THEN None ELSE [f \in DOMAIN rec \ {"offs"} |-> rec[f]],
+     simple |-> FALSE,
+     offs |-> IF rec # None /\ "offs" \in DOMAIN rec THEN rec.offs ELSE NoFunction]
+StoredGroup(r) ==   \* a GroupMetadata record as the load reads its members
+    [gen |-> r.gen, ptype |-> r.ptype, pname |-> r.pname, leader |-> r.leader,
+     members |-> <<>> \o [i \in 1..Len(r.members) |->
+        [id |-> r.members[i].id, inst |-> r.members[i].inst, protos |-> << <<OrEmpty(r.pname), r.members[i].meta>> >>,
+         rto |-> r.members[i].rto, sto |-> r.members[i].sto, asg |-> r.members[i].asg]]]
+Apply(st, r) ==
+    CASE r.type = "GroupMetadata" -> [st EXCEPT !.grp = StoredGroup(r), !.simple = FALSE]
+      [] r.type = "GroupTombstone" -> [grp |-> None, simple |-> FALSE, offs |-> NoFunction]
+      [] r.type = "OffsetCommit" -> [st EXCEPT !.offs = SetKey(@, r.key, r.off), !.simple = @ \/ st.grp = None]
+      [] r.type = "OffsetTombstone" -> [st EXCEPT !.offs = DropKey(@, r.key)]
+RECURSIVE ApplyAll(_, _)
+ApplyAll(st, rs) == IF rs = <<>> THEN st ELSE ApplyAll(Apply(st, Head(rs)), Tail(rs))
+\* The records of the first n in-flight writes, in order.
+RECURSIVE RecordsOf(_, _)
+RecordsOf(ws, n) == IF n = 0 \/ ws = <<>> THEN <<>> ELSE Head(ws).recs \o RecordsOf(Tail(ws), n - 1)
+\* The stored group as a LoadPartition event names it (None: no group record).
+RecOf(st) ==
+    IF st.grp = None THEN None
+    ELSE IF DOMAIN st.offs = {} THEN st.grp ELSE [f \in DOMAIN st.grp \cup {"offs"} |-> IF f = "offs" THEN st.offs ELSE st.grp[f]]
 
 -----------------------------------------------------------------------------
 (* prepareRebalance, propagateAssignment, completeClassicGroupJoin *)
@@ -888,7 +921,8 @@ Release(G, hs, keep) ==
 
 DoWriteDone(G, err) ==
     LET w == Head(G.writes)
-        G1 == FinishWrite([G EXCEPT !.writes = Tail(@)], w, err)
+        G0 == IF err = None THEN [G EXCEPT !.stored = ApplyAll(@, w.recs)] ELSE G   \* acknowledged: in the log
+        G1 == FinishWrite([G0 EXCEPT !.writes = Tail(@)], w, err)
     IN Release(G1, G1.held, <<>>)
 
 -----------------------------------------------------------------------------
@@ -915,9 +949,10 @@ AnswerParked(G, ids) ==
                    ELSE G
          IN AnswerParked(G1, Tail(ids))
 
-DoUnload(G) ==
+\* durable: how many of the in-flight writes reached the log although the coordinator fails them.
+DoUnload(G, durable) ==
     LET n == Len(G.writes)
-        G1 == FailWrites(G, G.writes)
+        G1 == FailWrites([G EXCEPT !.stored = ApplyAll(@, RecordsOf(G.writes, durable))], G.writes)
         G2 == AnswerHeld(G1, G1.held)
         G3 == IF G2.st \in {Absent, Dead} THEN G2 ELSE AnswerParked(G2, G2.members)
         G4 == [RemoveGroup(G3) EXCEPT !.st = Dead, !.timers = NoFunction, !.cmt = NoFunction]
@@ -940,21 +975,23 @@ RECURSIVE ArmAll(_, _)
 ArmAll(G, ids) ==
     IF ids = <<>> THEN G ELSE ArmAll(Arm(G, HbKey(Head(ids)), None, G.mem[Head(ids)].sto), Tail(ids))
 
-Loaded(rec) ==
-    LET G0 == [st |-> Absent, prev |-> None, gen |-> 0, ptype |-> None, pname |-> None, leader |-> None,
+LoadFrom(st) ==
+    LET rec == st.grp
+        G0 == [st |-> Absent, prev |-> None, gen |-> 0, ptype |-> None, pname |-> None, leader |-> None,
                members |-> <<>>, mem |-> NoFunction, pending |-> {}, psync |-> {}, nma |-> FALSE,
-               subs |-> None, offs |-> NoFunction, cmt |-> NoFunction,
+               subs |-> None, offs |-> NoFunction, cmt |-> NoFunction, stored |-> st,
                timers |-> NoFunction, writes |-> <<>>, held |-> <<>>, out |-> <<>>, cur |-> <<>>,
                recs |-> <<>>, cbs |-> <<>>]
-        G1 == IF rec = None THEN G0
-              ELSE LoadMembers([G0 EXCEPT !.st = IF rec.members = <<>> THEN Empty ELSE Stable, !.prev = Dead,
+        G1 == IF rec # None
+              THEN LoadMembers([G0 EXCEPT !.st = IF rec.members = <<>> THEN Empty ELSE Stable, !.prev = Dead,
                                           !.gen = rec.gen, !.ptype = IF rec.ptype = "" THEN None ELSE rec.ptype,
                                           !.pname = rec.pname], rec.members)
-        G2 == IF rec = None THEN G1
-              ELSE [G1 EXCEPT !.leader = rec.leader, !.subs = SubscribedTopics(G1),
-                              !.offs = IF "offs" \in DOMAIN rec
-                                       THEN [k \in DOMAIN rec.offs |-> Entry(rec.offs[k], 0)] ELSE NoFunction]
-    IN Arm(ArmAll(G2, G2.members), ExpireKey, None, RetentionCheckInterval)
+              ELSE IF st.simple THEN [G0 EXCEPT !.st = Empty, !.prev = Dead]   \* a simple group
+              ELSE G0
+        G2 == IF rec = None THEN G1 ELSE [G1 EXCEPT !.leader = rec.leader, !.subs = SubscribedTopics(G1)]
+        G3 == IF rec = None /\ ~st.simple THEN G2
+              ELSE [G2 EXCEPT !.offs = [k \in DOMAIN st.offs |-> Entry(st.offs[k], 0)]]
+    IN Arm(ArmAll(G3, G3.members), ExpireKey, None, RetentionCheckInterval)
 
 -----------------------------------------------------------------------------
 (* Steps: the working record becomes the next state. *)
@@ -974,6 +1011,7 @@ Assign(G) ==
     /\ subs' = G.subs
     /\ offsets' = G.offs
     /\ committed' = G.cmt
+    /\ stored' = G.stored
     /\ timers' = G.timers
     /\ writes' = G.writes
     /\ held' = G.held
@@ -1020,17 +1058,32 @@ WriteFailed(e) ==
     /\ writes # <<>>
     /\ Assign(DoWriteDone(Cur, e)) /\ event' = [type |-> "WriteFailed", error |-> e]
 
-UnloadPartition ==
+\* The partition moves away; the first `durable` in-flight writes reached the log (only where the
+\* partition may be loaded again: nothing else reads the log).
+UnloadPartition(durable) ==
     /\ state # Dead
-    /\ Assign(DoUnload(Cur)) /\ event' = [type |-> "UnloadPartition"]
+    /\ Assign(DoUnload(Cur, durable)) /\ event' = [type |-> "UnloadPartition", durable |-> durable]
+Durable == IF Reloads THEN 0..Len(writes) ELSE {0}
+
+\* LoadPartition again, by this coordinator or the next one: the group as the log holds it.
+Reload ==
+    /\ Reloads /\ state = Dead /\ CanRequest /\ Spend
+    /\ Assign(LoadFrom(stored)) /\ event' = [type |-> "LoadPartition", group |-> RecOf(stored), durable |-> 0]
+
+\* Another coordinator loads the partition while this one is gone without a word (a crash):
+\* nothing it held is answered or kept; the first `durable` of its writes in flight reached the log.
+Failover(durable) ==
+    /\ Reloads /\ state # Dead /\ CanRequest /\ Spend
+    /\ LET st == ApplyAll(stored, RecordsOf(writes, durable)) IN
+       Assign(LoadFrom(st)) /\ event' = [type |-> "LoadPartition", group |-> RecOf(st), durable |-> durable]
 
 InitFrom(rec) ==
-    LET G == Loaded(rec) IN
-    /\ budget = MaxRequests /\ event = [type |-> "LoadPartition", group |-> rec]
+    LET G == LoadFrom(StoredOf(rec)) IN
+    /\ budget = MaxRequests /\ event = [type |-> "LoadPartition", group |-> rec, durable |-> 0]
     /\ state = G.st /\ prevState = G.prev /\ generation = G.gen /\ protocolType = G.ptype
     /\ protocolName = G.pname /\ leader = G.leader /\ members = G.members /\ mem = G.mem
     /\ pending = G.pending /\ pendingSync = G.psync /\ newMemberAdded = G.nma /\ timers = G.timers
-    /\ subs = G.subs /\ offsets = G.offs /\ committed = G.cmt
+    /\ subs = G.subs /\ offsets = G.offs /\ committed = G.cmt /\ stored = G.stored
     /\ writes = G.writes /\ held = G.held /\ out = G.out
 
 Init == \E rec \in InitGroups : InitFrom(rec)
@@ -1112,12 +1165,12 @@ Coordinator ==
        \/ \E aged \in AgedChoices(Cur) : ExpireTimer(aged)
        \/ WriteCompleted
        \/ \E e \in WriteErrors : WriteFailed(e)
-       \/ UnloadPartition
+       \/ \E d \in Durable : UnloadPartition(d)
 
 \* Unloaded, with nothing left to ask: only stuttering (not a deadlock).
 Done == state = Dead /\ budget = 0 /\ UNCHANGED vars
 
-Next == Client \/ Coordinator \/ Done
+Next == Client \/ Coordinator \/ Reload \/ (\E d \in Durable : Failover(d)) \/ Done
 
 \* Timers fire and writes finish eventually; clients owe nothing.
 Fairness ==

@@ -26,6 +26,8 @@ TypeOK ==
     /\ subs = None \/ subs \subseteq STRING
     /\ \A k \in DOMAIN offsets : offsets[k].off \in Int /\ offsets[k].by \in 0..Len(writes)
     /\ \A k \in DOMAIN committed : committed[k].n \in Nat \ {0}
+    /\ DOMAIN stored = {"grp", "simple", "offs"} /\ stored.simple \in BOOLEAN
+    /\ stored.simple => stored.grp = None
 
 -----------------------------------------------------------------------------
 (* State invariants (adapters/checks/invariants.py check_group, check_timers) *)
@@ -107,20 +109,22 @@ Successors(s) == {t \in GroupStates : s \in LegalPrevious[t]}
 ViaPreparing(s) == IF s \in {Stable, Completing} THEN {Completing, Empty} ELSE {}
 LegalStep == state \in GroupStates /\ state' \in GroupStates /\ state' # state =>
                  state' \in Successors(state) \cup ViaPreparing(state)
-legal_transition == [][LegalStep]_vars
-dead_is_absorbing == [][state = Dead => state' = Dead]_vars
+\* A load again (Reloads) starts a new group from the log: not a transition of the unloaded one.
+Loading == Ev.type = "LoadPartition"
+legal_transition == [][Loading \/ LegalStep]_vars
+dead_is_absorbing == [][state = Dead /\ ~Loading => state' = Dead]_vars
 \* A failed write creating the group reverts it: the group never existed, and a group whose
 \* deletion failed meanwhile comes back with its own generation (Kafka reverts both writes).
 Reverted == Ev.type = "WriteFailed" /\ generation = 0
-generation_monotonic == [][Held /\ HeldNext /\ ~Reverted => generation' >= generation]_vars
-generation_step == [][Held /\ HeldNext /\ ~Reverted => generation' \in {generation, generation + 1}]_vars
+generation_monotonic == [][Held /\ HeldNext /\ ~Reverted /\ ~Loading => generation' >= generation]_vars
+generation_step == [][Held /\ HeldNext /\ ~Reverted /\ ~Loading => generation' \in {generation, generation + 1}]_vars
 generation_bump_iff_join_completed ==
-    [][Held /\ HeldNext /\ ~Reverted =>
+    [][Held /\ HeldNext /\ ~Reverted /\ ~Loading =>
          /\ generation' = generation + 1 => state' \in {Completing, Empty}
          /\ state = Preparing /\ state' \in {Completing, Empty} => generation' = generation + 1
          /\ state = Stable /\ state' = Stable => generation' = generation]_vars
 stable_only_on_write_completed ==
-    [][state # Stable /\ state' = Stable => Ev.type = "WriteCompleted"]_vars
+    [][state # Stable /\ state' = Stable => Ev.type = "WriteCompleted" \/ Loading]_vars
 OnceTags == {ReqTag} \cup {<<k, m>> : k \in {"join", "sync"}, m \in Ids}
 answered_once_per_event ==
     [][\A i, j \in Responds : i # j /\ out'[i].to = out'[j].to => out'[i].to \notin OnceTags]_vars
@@ -175,7 +179,7 @@ StaticJoinGetsFreshId ==
 \* An assignment is stored only when the write carrying it succeeds.
 AssignmentOnlyOnWrite ==
     [][\A m \in Ms \cap DOMAIN mem' : mem'[m].asg # "" /\ mem'[m].asg # mem[m].asg =>
-          Ev.type = "WriteCompleted"]_vars
+          Ev.type = "WriteCompleted" \/ Loading]_vars
 \* A static replacement in Stable answers its join only once its write succeeded (KAFKA-10284).
 ReplacementAnsweredAfterWrite ==
     [][Ev.type = "JoinGroup" /\ Ev.mid = "" /\ Ev.inst # None /\ state = Stable
@@ -271,8 +275,31 @@ AnsweredExactlyOnce ==
           /\ \A t \in tags \ {ReqTag} :
                 LET new == IF IsRequest /\ t = OwnTag THEN 1 - now ELSE 0
                     lost == OwedBefore(t) + new - Sent(t) - OwedAfter(t)
-                IN lost = 0 \/ (lost = 1 /\ (Superseded(t) \/ LeftWhileSyncing(t)))]_vars
+                IN lost = 0 \/ (lost = 1 /\ (Superseded(t) \/ LeftWhileSyncing(t))) \/ Loading]_vars
 
+-----------------------------------------------------------------------------
+(* Durability and failover: the log (stored), and the partition loaded again from it *)
+\* A commit acknowledged when its write completes is in the log.
+acknowledged_commit_durable ==
+    [][Ev.type = "WriteCompleted" /\ writes # <<>> /\ Head(writes).resp # None
+       /\ Head(writes).resp.r.api = "OffsetCommit" =>
+         \A j \in 1..Len(Head(writes).recs) :
+            LET rec == Head(writes).recs[j] IN
+            rec.type = "OffsetCommit" => rec.key \in DOMAIN stored'.offs /\ stored'.offs[rec.key] = rec.off]_vars
+\* Measured, not checked (tla/README.md, Findings): a new coordinator may load an older generation
+\* than the one the members were given, and hand the same number out again.
+GenerationNotReusedAcrossFailover == [][Loading /\ Held /\ HeldNext => generation' >= generation]_vars
+\* Loading again loses nothing the log holds: the committed offsets are the log's, and a group
+\* with members comes back Stable with its generation, members, leader and assignments.
+reload_restores_the_log ==
+    [][Ev.type = "LoadPartition" /\ state = Dead =>
+         /\ CommittedView([offs |-> offsets', cmt |-> committed']) =
+                (IF stored.grp = None /\ ~stored.simple THEN NoFunction ELSE stored.offs)
+         /\ stored.grp # None /\ stored.grp.members # <<>> =>
+                /\ state' = Stable /\ generation' = stored.grp.gen /\ leader' = stored.grp.leader
+                /\ members' = [i \in 1..Len(stored.grp.members) |-> stored.grp.members[i].id]
+                /\ \A i \in 1..Len(stored.grp.members) :
+                      mem'[stored.grp.members[i].id].asg = stored.grp.members[i].asg]_vars
 ActionProperties ==
     /\ legal_transition /\ dead_is_absorbing /\ generation_monotonic /\ generation_step
     /\ generation_bump_iff_join_completed /\ stable_only_on_write_completed
@@ -281,7 +308,7 @@ ActionProperties ==
     /\ join_requires_known_member /\ heartbeat_requires_valid_member /\ sync_requires_valid_member
     /\ leave_requires_known_member /\ StaticJoinGetsFreshId /\ AssignmentOnlyOnWrite
     /\ ReplacementAnsweredAfterWrite /\ commit_requires_valid_member /\ AckedCommitReadable
-    /\ StableFetchAfterWrites /\ AnsweredExactlyOnce
+    /\ StableFetchAfterWrites /\ AnsweredExactlyOnce /\ acknowledged_commit_durable /\ reload_restores_the_log
 
 -----------------------------------------------------------------------------
 (* Liveness, under LiveSpec (fair timers and writes) *)

@@ -24,14 +24,14 @@ Stored(id, inst) == StoredWith(id, inst, 6000, 10000)
 \* What the projection ignores: the previous state except "was Empty" (the only thing that
 \* decides anything), and the responses that held results and writes will send.
 View == <<state, prevState = Empty, generation, protocolType, protocolName, leader, members, mem,
-          pending, pendingSync, newMemberAdded, subs, offsets, committed, timers,
+          pending, pendingSync, newMemberAdded, subs, offsets, committed, IF Reloads THEN stored ELSE 0, timers,
           [i \in 1..Len(writes) |-> writes[i].cbs], [i \in 1..Len(held) |-> held[i].wait], budget>>
 
 \* Symmetry: member ids and instance ids are interchangeable among themselves.
 SymmOf(I, J) == {[x \in I \cup J |-> IF x \in I THEN p[x] ELSE q[x]] : p \in Permutations(I), q \in Permutations(J)}
 
 \* For liveness: out and event decide nothing, so states that differ only in them are one.
-LiveView == <<groupVars, offsetVars, timers, writes, held, budget>>
+LiveView == <<groupVars, offsetVars, IF Reloads THEN stored ELSE 0, timers, writes, held, budget>>
 
 --------------------------------------------------------------------------
 (* MC3: three members, static and dynamic, from an empty partition. No symmetry. *)
@@ -68,6 +68,11 @@ MCOffsetsKeys == <<T0, U0>>
 MCOffsetsInit == {[gen |-> 1, ptype |-> "consumer", pname |-> "range", leader |-> m1,
                    members |-> <<Stored(m1, None), Stored(m2, i1)>>, offs |-> (U0 :> 1)]}
 MCOffsetsBounds == Len(writes) <= 2 /\ Len(held) <= 1
+
+--------------------------------------------------------------------------
+(* MCFailover: MCOffsets' group and one key of it, with the partition unloaded (any prefix of the
+   writes in flight durable) and loaded again from the log. *)
+MCFailoverKeys == <<U0>>
 
 --------------------------------------------------------------------------
 (* MCGraph: the small configuration whose whole state graph is dumped and replayed against

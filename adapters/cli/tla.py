@@ -19,14 +19,14 @@ from groupcoord.adapters.tla.run import TLA_DIR, TlaSetupError, check_setup, run
 # The spec's actions (one per input event) and how an event names them.
 ACTIONS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DeleteGroups", "OffsetCommit", "OffsetFetch",
            "OffsetDelete", "HeartbeatTimer", "JoinTimer", "SyncTimer", "ExpireTimer", "WriteCompleted", "WriteFailed",
-           "UnloadPartition")
+           "UnloadPartition", "LoadPartition")
 _TIMER = {"hb": "HeartbeatTimer", "join": "JoinTimer", "sync": "SyncTimer", "expire": "ExpireTimer"}
 
-CHECKS = ("mc3", "mc4", "offsets", "live", "stable", "graph", "trace")
-CONFIGS = {"mc3": "MC3.cfg", "mc4": "MC4.cfg", "offsets": "MCOffsets.cfg", "live": "MCLive.cfg", "stable": "MCStable.cfg",
-           "graph": "MCGraph.cfg"}
-TLC_CHECKS = ("mc3", "mc4", "offsets", "live", "stable")  # TLC alone; graph's dump is replayed after
-COVERED = ("mc3", "mc4", "offsets")  # dumped for action coverage
+CHECKS = ("mc3", "mc4", "offsets", "failover", "live", "stable", "graph", "trace")
+CONFIGS = {"mc3": "MC3.cfg", "mc4": "MC4.cfg", "offsets": "MCOffsets.cfg", "failover": "MCFailover.cfg",
+           "live": "MCLive.cfg", "stable": "MCStable.cfg", "graph": "MCGraph.cfg"}
+TLC_CHECKS = ("mc3", "mc4", "offsets", "failover", "live", "stable")  # TLC alone; graph's dump is replayed after
+COVERED = ("mc3", "mc4", "offsets", "failover")  # dumped for action coverage
 # Configurations of liveness properties (TLC does not name the one it finds violated).
 LIVENESS = ("live", "stable")
 

@@ -32,7 +32,7 @@ from groupcoord.core import CoordinatorState, Group, Member, Parked, PendingWrit
 from groupcoord.core.frozen import evolve
 from groupcoord.core.states import GroupState
 
-from groupcoord.adapters.tla import offsets
+from groupcoord.adapters.tla import offsets, storage
 from groupcoord.adapters.tla.values import F, MV, fn
 from groupcoord.adapters.tla.model import (
     Alpha,
@@ -84,6 +84,7 @@ def build_core(s: F, instances: Iterable[MV], pool: Iterable[MV]) -> Built:
     for m, r in mem.items():
         core_of[m] = core_id(m, r["inst"])
     alpha = Alpha(ids)
+    alpha.stored = s["stored"]
     state_name = s["state"]
     if state_name == "Dead":
         partitions, groups = {}, {}
@@ -268,7 +269,7 @@ class Model:
 
     def __init__(self, ids, instances, protocols, protocol_types, rebalance_timeouts, session_timeouts,
                  join_versions, write_errors, reduce: bool, offset_keys=(), offset_values=(), commit_versions=(),
-                 partial_expiry: bool = True) -> None:
+                 partial_expiry: bool = True, reloads: bool = False) -> None:
         self.ids = sorted(ids)
         self.instances = sorted(instances)
         self.protocols = list(protocols)
@@ -282,6 +283,7 @@ class Model:
         self.offset_values = sorted(offset_values)
         self.commit_versions = sorted(commit_versions)
         self.partial_expiry = partial_expiry
+        self.reloads = reloads
 
 
 def spec_inputs(s: F, model: Model) -> list[F]:
@@ -347,7 +349,13 @@ def spec_inputs(s: F, model: Model) -> list[F]:
         for e in model.write_errors:
             out.append(F(type="WriteFailed", error=e))
     if s["state"] != "Dead":
-        out.append(F(type="UnloadPartition"))
+        out.extend(F(type="UnloadPartition", durable=k) for k in (range(len(s["writes"]) + 1) if model.reloads else [0]))
+    elif model.reloads and s["budget"] != 0:
+        out.append(F(type="LoadPartition", group=storage.rec_of(s["stored"]), durable=0))
+    if s["state"] != "Dead" and model.reloads and s["budget"] != 0:  # Failover: another coordinator loads
+        for k in range(len(s["writes"]) + 1):
+            log = storage.apply_all(s["stored"], [r for w in s["writes"][:k] for r in w["recs"]])
+            out.append(F(type="LoadPartition", group=storage.rec_of(log), durable=k))
     return out
 
 
@@ -413,7 +421,18 @@ def core_event(e: F, built: Built):
         return ev.WriteFailed(now_ms=NOW_MS, write_id=1, error=Error[e["error"]])
     if t == "UnloadPartition":
         return ev.UnloadPartition(now_ms=NOW_MS, partition=PARTITION)
+    if t == "LoadPartition":
+        return ev.LoadPartition(now_ms=NOW_MS, partition=PARTITION, records=stored_records(built.alpha.stored))
     raise ValueError(f"no core event for {t}")
+
+
+def stored_records(stored: F) -> tuple:
+    """Records of the group's log: its group record, then its offsets (a simple group's alone)."""
+    records = load_records(storage.rec_of(stored), ())
+    if stored["grp"] is None and stored["simple"]:
+        offs = stored["offs"] if isinstance(stored["offs"], dict) else {}
+        records = tuple(OffsetCommitRecord(GROUP, topic, p, value, -1, "", 0) for (topic, p), value in sorted(offs.items()))
+    return records
 
 
 def client_request(e: F, request_id, now_ms: int, member, uuid: str | None = None):

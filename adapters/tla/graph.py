@@ -45,6 +45,7 @@ from groupcoord.adapters.tla.model import (
     OutOfModel,
     apply_timers,
 )
+from groupcoord.adapters.tla import storage
 from groupcoord.adapters.tla.values import F, parse, show
 
 _NODE = re.compile(r'^(-?\d+) \[label="(.*)"(?:,style = filled)?\];?$')
@@ -179,6 +180,9 @@ def core_step(built, e: F, s: F) -> F:
     alpha.ids.inst_spec = built.alpha.ids.inst_spec
     alpha.tags = dict(built.alpha.tags)
     alpha.write_records = dict(built.alpha.write_records)
+    # the log beside the core: an acknowledged write's records, or the durable ones of an unload
+    done = 1 if e["type"] == "WriteCompleted" else e.get("durable", 0)
+    alpha.stored = storage.apply_all(s["stored"], [r for w in s["writes"][:done] for r in w["recs"]])
     local = type(built)(built.state, built.timers, alpha, built.core_id)
     event = core_event(e, local)
     timers = dict(built.timers)
@@ -187,12 +191,14 @@ def core_step(built, e: F, s: F) -> F:
     if isinstance(event, ev.Request):
         alpha.tags[REQ] = alpha.tag_of_request(event)
     coordinator = Coordinator.restore(built.state, CONFIG)
+    if isinstance(event, ev.LoadPartition) and s["state"] != "Dead":  # another coordinator takes over
+        coordinator, timers = Coordinator(CONFIG), {}
     commands = coordinator.handle(event)
     apply_timers(timers, commands)
     alpha.remember_writes(commands)
     out = alpha.commands(commands, built.state, event)
     budget = s["budget"]
-    if is_client(e) and budget > 0:
+    if (is_client(e) or e["type"] == "LoadPartition") and budget > 0:
         budget -= 1
     state = alpha.state(coordinator.snapshot(), timers, budget)
     state["out"] = out
@@ -208,6 +214,7 @@ def init_step(e: F, instances, budget: int) -> F:
         for m in group["members"]:
             alpha.ids.learn(m["id"], "c", None if m["inst"] is None else Ids.name(m["inst"]))
     event = ev.LoadPartition(now_ms=0, partition=PARTITION, records=load_records(group, instances))
+    alpha.stored = storage.stored_of(group)
     commands = coordinator.handle(event)
     timers: dict = {}
     apply_timers(timers, commands)
@@ -356,4 +363,4 @@ def model_from_cfg(cfg_text: str, mc_text: str) -> Model:
                  session_timeouts=value("SessionTimeouts"), join_versions=value("JoinVersions"),
                  write_errors=value("WriteErrors"), reduce=value("Reduce"), offset_keys=value("OffsetKeys"),
                  offset_values=value("OffsetValues"), commit_versions=value("CommitVersions"),
-                 partial_expiry=value("PartialExpiry"))
+                 partial_expiry=value("PartialExpiry"), reloads=value("Reloads"))

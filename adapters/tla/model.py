@@ -49,6 +49,7 @@ from groupcoord.core.errors import Error
 from groupcoord.core import CoordinatorState, Group, PendingWrite
 
 from groupcoord.adapters.tla import offsets
+from groupcoord.adapters.tla.storage import EMPTY
 from groupcoord.adapters.tla.values import F, MV, OutOfModel, fn
 
 GROUP = "g"
@@ -162,6 +163,7 @@ class Alpha:
         self.tags: dict[Any, tuple] = {}
         self.write_records: dict[int, tuple] = {}  # write id -> its records (the core keeps them only in Write)
         self.metadata_max_bytes = CONFIG.offset_metadata_max_bytes  # offset metadata longer is out of the model
+        self.stored = EMPTY  # the log, kept by the caller (storage.py)
 
     # --- values
 
@@ -305,6 +307,7 @@ class Alpha:
             if k is not None:
                 armed[k] = timer_payload(key, payload)
         out["timers"] = fn(armed)
+        out["stored"] = self.stored
         out["budget"] = budget
         return out
 
@@ -392,9 +395,9 @@ class Alpha:
         if isinstance(event, (ev.WriteCompleted, ev.WriteFailed)):
             return F(type="WriteCompleted")
         if isinstance(event, ev.UnloadPartition):
-            return F(type="UnloadPartition")
+            return F(type="UnloadPartition", durable=0)  # a later load shows any write that was durable
         if isinstance(event, ev.LoadPartition):
-            return F(type="LoadPartition", group=self.load_record(event.records))
+            return F(type="LoadPartition", group=self.load_record(event.records), durable=0)
         raise OutOfModel(f"event {type(event).__name__}")
 
     def load_record(self, records) -> F | None:

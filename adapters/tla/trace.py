@@ -28,6 +28,7 @@ from groupcoord.adapters.tla.model import (
     apply_timers,
     timer_key,
 )
+from groupcoord.adapters.tla import storage
 from groupcoord.adapters.tla.offsets import aged
 from groupcoord.adapters.tla.values import F
 
@@ -126,8 +127,6 @@ class Recorder:
         if self.others == "step over" and self.is_other(event):
             self.step_over(event)
             return
-        if isinstance(event, ev.LoadPartition) and self.rows:
-            raise OutOfModel("a second LoadPartition (a reload): the spec models one coordinator")
         if isinstance(event, (ev.LoadPartition, ev.UnloadPartition)) and event.partition != alpha.partition:
             raise OutOfModel("another partition")
         if isinstance(event, ev.Request):
@@ -156,12 +155,26 @@ class Recorder:
             alpha.tags[event.request_id] = alpha.tag_of_request(event)
         before = self.coordinator.snapshot()
         spec_event = alpha.event(event)
+        if isinstance(event, ev.LoadPartition):
+            log = storage.apply_all(storage.EMPTY, (alpha.record(r) for r in event.records
+                                                    if getattr(r, "group_id", None) == alpha.gid))
+            if self.rows and log != alpha.stored:
+                raise OutOfModel("a load of records other than those the coordinator wrote")
+            if self.rows:
+                spec_event = F(type="LoadPartition", group=storage.rec_of(log), durable=0)
+                if event.partition in self.coordinator.snapshot().partitions:  # a new coordinator takes over
+                    self.coordinator, self.timers = Coordinator(self.config), {}
+            alpha.stored = log
+        acknowledged = ()
+        if isinstance(event, (ev.WriteCompleted, ev.WriteFailed)) and spec_event["type"] == "WriteCompleted":
+            acknowledged = alpha.write_records.get(event.write_id, ())
         commands = self.coordinator.handle(event)
         if isinstance(event, ev.TimerFired):
             self.timers.pop(event.key, None)  # a timer fires once
         apply_timers(self.timers, commands)
         alpha.remember_writes(commands)
         out = alpha.commands(commands, before if self.rows else None, event)
+        alpha.stored = storage.apply_all(alpha.stored, acknowledged)
         if spec_event["type"] == "TimerFired" and spec_event["key"] == ("expire",):
             spec_event = spec_event.set(aged=aged(commands, alpha.gid, alpha.partition))
         state = alpha.state(self.coordinator.snapshot(), self.timers, -1)

@@ -20,7 +20,8 @@ from groupcoord.adapters.tla.trace import Trace
 from groupcoord.adapters.tla.values import MV, fmt, fn
 
 STATE_VARS = ("state", "prevState", "generation", "protocolType", "protocolName", "leader", "members", "mem",
-              "pending", "pendingSync", "newMemberAdded", "subs", "offsets", "committed", "timers", "writes", "held",
+              "pending", "pendingSync", "newMemberAdded", "subs", "offsets", "committed", "stored", "timers", "writes",
+              "held",
               "budget", "out", "event")
 
 
@@ -90,7 +91,8 @@ Step(e) ==
       [] e.type = "TimerFired" /\\ e.key[1] = "expire" -> ExpireTimer(e.aged)
       [] e.type = "WriteCompleted" -> WriteCompleted
       [] e.type = "WriteFailed" -> WriteFailed(e.error)
-      [] e.type = "UnloadPartition" -> UnloadPartition
+      [] e.type = "UnloadPartition" -> UnloadPartition(e.durable)
+      [] e.type = "LoadPartition" -> IF state = Dead THEN Reload ELSE Failover(e.durable)
 TraceInit == k \\in 1..Len(TraceLogs) /\\ i = 1 /\\ Init /\\ Match(TraceLog[1].s)
 TraceNext ==
     \\/ /\\ i < Len(TraceLog)
@@ -123,6 +125,7 @@ TraceSpec == TraceInit /\\ [][TraceNext]_<<vars, i, k>>
     OffsetValues <- TraceNothing
     CommitVersions <- TraceNothing
     Subscriptions <- TraceSubscriptions
+    Reloads = TRUE
     Reduce = FALSE
 SPECIFICATION TraceSpec
 INVARIANTS
