@@ -185,6 +185,11 @@ MUTANTS: list[Mutant] = [
                "                _validate_offset_commit(group, req)",
                "                if req.generation_id == group.generation_id or req.generation_id < 0:\n"
                "                    _validate_offset_commit(group, req)"),)),)),
+    Mutant("load-drops-offsets", "a partition loaded again forgets the group's committed offsets",
+           "issue #17 (durability)",
+           core=(("_on_load", ((
+               "            if offsets.get(gid):\n                self._offsets[gid] = offsets[gid]",
+               "            pass"),)),)),
     # Spec mutants: the same bugs written into the spec; TLC must find them, through the
     # property named after each.
     Mutant("spec-first-generation-zero", "the first generation is 0 instead of 1 (in the spec)",
@@ -241,6 +246,16 @@ MUTANTS: list[Mutant] = [
            spec={"Coordinator.tla": [("[v |-> IF err = None THEN u.wrote ELSE slot.v, n |-> n]",
                                       "[v |-> slot.v, n |-> n]")]},
            checks=("tlc-offsets",), expect="AckedCommitReadable"),
+    Mutant("spec-acked-commit-not-in-log",
+           "a completed write's records not added to the log (in the spec)", "issue #17 (durability)",
+           spec={"Coordinator.tla": [("        G0 == IF err = None THEN [G EXCEPT !.stored = ApplyAll(@, w.recs)] ELSE G",
+                                      "        G0 == G")]},
+           checks=("tlc-failover",), expect="acknowledged_commit_durable"),
+    Mutant("spec-reload-drops-offsets", "a load again forgets the committed offsets (in the spec)",
+           "issue #17 (durability)",
+           spec={"Coordinator.tla": [("    IN Arm(ArmAll(G3, G3.members), ExpireKey, None, RetentionCheckInterval)",
+                                      "    IN Arm(ArmAll(G2, G2.members), ExpireKey, None, RetentionCheckInterval)")]},
+           checks=("tlc-failover",), expect="reload_restores_the_log"),
     Mutant("spec-removed-group-drops-committed",
            "removing a simple group drops the committed values of keys whose writes are in flight (in the spec; "
            "the core's bug found by modelling offsets)", "issue #17 (offsets)",
