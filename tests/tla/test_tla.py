@@ -45,17 +45,17 @@ def mutants(setup):
 def test_check_passes(check):
     ok, results, lines = check
     assert ok, "\n".join(lines)
-    assert set(results) == {"mc3", "mc4", "offsets", "live", "stable", "graph", "graph-check", "trace"}
+    assert set(results) == {"mc3", "mc4", "offsets", "failover", "live", "stable", "graph", "graph-check", "trace"}
 
 
-@pytest.mark.parametrize("name", ["mc3", "mc4", "offsets", "live", "stable", "graph"])
+@pytest.mark.parametrize("name", ["mc3", "mc4", "offsets", "failover", "live", "stable", "graph"])
 def test_every_config_explores_states(check, name):
     r = check[1][name]
     assert r.ok and r.data["exit_code"] == 0
     assert r.data["distinct"] > 0 and r.data["generated"] >= r.data["distinct"]
 
 
-@pytest.mark.parametrize("name", ["mc3", "mc4", "offsets", "graph"])
+@pytest.mark.parametrize("name", ["mc3", "mc4", "offsets", "failover", "graph"])
 def test_action_coverage_printed(check, name):
     cov = check[1][name].data["coverage"]
     assert set(cov) == set(tla_cli.ACTIONS)
@@ -151,6 +151,12 @@ def test_named_properties_catch_their_mutants(mutants):
                 "spec-leave-drops-parked-join": ("tlc-mc3", "AnsweredExactlyOnce"),
                 "spec-static-replace-never-answered": ("tlc-live", "EveryRequestAnswered"),
                 "spec-rejoin-not-parked": ("tlc-stable", "ReachesStable"),
+                # issue 17 §2, §3: offsets, durability and failover
+                "spec-commit-from-stale-generation": ("tlc-offsets", "commit_requires_valid_member"),
+                "spec-acked-commit-not-committed": ("tlc-offsets", "AckedCommitReadable"),
+                "spec-removed-group-drops-committed": ("tlc-offsets", "committed_counts_writes"),
+                "spec-acked-commit-not-in-log": ("tlc-failover", "acknowledged_commit_durable"),
+                "spec-reload-drops-offsets": ("tlc-failover", "reload_restores_the_log"),
                 "session-timer-rebalance-length": ("graph-check", "out[3].ms")}
     for name, (check, about) in expected.items():
         caught = by[name].caught
@@ -351,7 +357,7 @@ def test_readme_numbers_are_generated_from_the_last_runs():
     assert docs.render_readme(text, measured) == text, "rerun groupcoord tla check/mutants --write-docs"
     check = measured["check"]
     assert check["ok"] and check["seconds"] < 300
-    assert [r["check"] for r in check["tlc"]] == ["mc3", "mc4", "offsets", "live", "stable", "graph"]
+    assert [r["check"] for r in check["tlc"]] == ["mc3", "mc4", "offsets", "failover", "live", "stable", "graph"]
     assert "Measured by `groupcoord tla check --write-docs`" in text
     recorded = measured["mutants"]
     assert recorded["ok"] and recorded["passed"] == len(MUTANTS)
