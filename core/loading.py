@@ -89,9 +89,9 @@ class Loading:
                 self._step(gid, Unload())  # Kafka's onUnloaded: parked requests answered, the group Dead
         # Every offset of the partition goes, also a group's left without it (its creation
         # rolled back while a commit was in flight): a later load reads them from storage.
-        for gid in [g for g in {**self._offsets, **self._committed} if self.partition_of(g) == partition]:
-            self._offsets.pop(gid, None)
-            self._committed.pop(gid, None)
+        # (No committed value is left: the writes were finished above.)
+        for gid in [g for g in self._offsets if self.partition_of(g) == partition]:
+            del self._offsets[gid]
         del self._partitions[partition]
         # Last, so that timers armed by the failed writes' follow-ups are cancelled too.
         self._out.append(CancelPartitionTimers(partition))

@@ -210,11 +210,11 @@ class Writes:
             self._op[partition][1].append(UndoOffsets(tuple(undo)))
 
     def _offsets_written(self, undo: tuple, error: Error | None) -> None:
+        # A key's committed value stays while writes of it are in flight (an unload finishes
+        # them before dropping the partition's offsets), so its slot is there.
         for gid, key, previous, written in undo:
-            shadow = self._committed.get(gid, {})
-            slot = shadow.get(key)
-            if slot is None:  # the partition was unloaded meanwhile
-                continue
+            shadow = self._committed[gid]
+            slot = shadow[key]
             slot[1] -= 1
             if error is None:
                 slot[0] = written

@@ -350,19 +350,18 @@ SetOffsets(G, changes) == SetEach(G, changes, {})
 
 \* One key's write is done: on success its value is committed; on failure the key goes back to
 \* the committed value when no other write of it is in flight, else to the value before this
-\* write where this write's value is still the latest. A key no longer tracked (its group was
-\* removed) is left alone. The write being finished is writes[1] (they complete in order).
+\* write where this write's value is still the latest (committed_counts_writes: the key's
+\* committed value is there). The write being finished is writes[1] (they complete in order).
 OffsetWritten(G, u, err) ==
-    IF u.key \notin DOMAIN G.cmt THEN G
-    ELSE LET slot == G.cmt[u.key]
-             n == slot.n - 1
-             has == u.key \in DOMAIN G.offs
-             latest == IF u.wrote = None THEN ~has ELSE has /\ G.offs[u.key].by = 1
-             val == IF n = 0 THEN slot.v ELSE u.prev
-             G1 == IF err = None \/ (n > 0 /\ ~latest) THEN G
-                   ELSE [G EXCEPT !.offs = IF val = None THEN DropKey(@, u.key) ELSE SetKey(@, u.key, Entry(val, 0))]
-         IN [G1 EXCEPT !.cmt = IF n = 0 THEN DropKey(@, u.key)
-                               ELSE SetKey(@, u.key, [v |-> IF err = None THEN u.wrote ELSE slot.v, n |-> n])]
+    LET slot == G.cmt[u.key]
+        n == slot.n - 1
+        has == u.key \in DOMAIN G.offs
+        latest == IF u.wrote = None THEN ~has ELSE has /\ G.offs[u.key].by = 1
+        val == IF n = 0 THEN slot.v ELSE u.prev
+        G1 == IF err = None \/ (n > 0 /\ ~latest) THEN G
+              ELSE [G EXCEPT !.offs = IF val = None THEN DropKey(@, u.key) ELSE SetKey(@, u.key, Entry(val, 0))]
+    IN [G1 EXCEPT !.cmt = IF n = 0 THEN DropKey(@, u.key)
+                          ELSE SetKey(@, u.key, [v |-> IF err = None THEN u.wrote ELSE slot.v, n |-> n])]
 RECURSIVE OffsetsWritten(_, _, _)
 OffsetsWritten(G, undo, err) ==
     IF undo = {} THEN G
