@@ -54,7 +54,8 @@ CONSTANTS
     OffsetValues,      \* offsets a commit may carry
     CommitVersions,    \* OffsetCommit versions (v9+: GROUP_ID_NOT_FOUND for a group not held)
     Subscriptions,     \* protocol metadata -> the topics it subscribes to (absent: unreadable)
-    Reloads            \* TRUE: the partition may be loaded again (by this or another coordinator)
+    Reloads,           \* TRUE: the partition may be loaded again (by this or another coordinator)
+    BatchLeaves        \* TRUE: a LeaveGroup may also carry two identities (KIP-345's batch leave)
 
 Empty == "Empty"
 Preparing == "PreparingRebalance"
@@ -1119,10 +1120,13 @@ JoinRequests ==
         /\ r.inst # None => r.v >= 5
         /\ IF r.mid = "" THEN r.uuid \in new ELSE r.uuid = None /\ (Reduce => r.v = maxV)}
 
-\* A leader assigns to every member it knows, or sends no assignment.
+\* A leader assigns to every member it knows, each its own ("a1" to the first in `members`,
+\* "a2" to the second, ...: one per member, so a member handed another's assignment shows), or
+\* sends no assignment.
+AssignmentOf(x) == "a" \o ToString(CHOOSE i \in 1..Len(members) : members[i] = x)
 Assignments(m) ==
     IF state = Completing /\ m = leader
-    THEN {[x \in DOMAIN mem |-> "A"] @@ NoFunction} \cup (IF Reduce THEN {} ELSE {NoFunction})
+    THEN {[x \in DOMAIN mem |-> AssignmentOf(x)] @@ NoFunction} \cup (IF Reduce THEN {} ELSE {NoFunction})
     ELSE {NoFunction}
 
 SyncRequests ==
@@ -1132,8 +1136,17 @@ SyncRequests ==
 HeartbeatRequests ==
     {[mid |-> m, inst |-> i, gen |-> g] : m \in Named, i \in NoInst \cup Instances, g \in {generation, generation - 1}}
 
+\* One identity (any id, any instance), or (BatchLeaves) two different ones in either order, each
+\* as an admin client names a member (KIP-345): a named id with its own instance (none for an id
+\* that is not a member, which is unknown), or an instance id alone.
+LeaveIdentities == {[mid |-> m, inst |-> i] : m \in {""} \cup Named, i \in NoInst \cup Instances}
+BatchIdentities ==
+    {[mid |-> m, inst |-> IF m \in DOMAIN mem THEN mem[m].inst ELSE None] : m \in Named}
+    \cup {[mid |-> "", inst |-> i] : i \in Instances}
 LeaveRequests ==
-    {[ids |-> <<[mid |-> m, inst |-> i]>>] : m \in {""} \cup Named, i \in NoInst \cup Instances}
+    {[ids |-> <<x>>] : x \in LeaveIdentities}
+    \cup (IF BatchLeaves THEN {[ids |-> xy] : xy \in {p \in BatchIdentities \X BatchIdentities : p[1] # p[2]}}
+          ELSE {})
 
 \* Commits of one key, by members, stale ones, unknown ones and "simple" (generation -1) clients.
 CommitRequests ==

@@ -180,10 +180,11 @@ StaticJoinGetsFreshId ==
 AssignmentOnlyOnWrite ==
     [][\A m \in Ms \cap DOMAIN mem' : mem'[m].asg # "" /\ mem'[m].asg # mem[m].asg =>
           Ev.type = "WriteCompleted" \/ Loading]_vars
-\* A static replacement in Stable answers its join only once its write succeeded (KAFKA-10284).
+\* A static replacement in Stable answers its join only once its write succeeded (KAFKA-10284);
+\* a join refused at once (INCONSISTENT_GROUP_PROTOCOL) replaces nobody.
 ReplacementAnsweredAfterWrite ==
     [][Ev.type = "JoinGroup" /\ Ev.mid = "" /\ Ev.inst # None /\ state = Stable
-       /\ StaticOf(Cur, Ev.inst) # None /\ state' = Stable => Own = {}]_vars
+       /\ StaticOf(Cur, Ev.inst) # None /\ state' = Stable => \A r \in Own : r.code # NONE]_vars
 
 -----------------------------------------------------------------------------
 (* Offsets: action properties *)

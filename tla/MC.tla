@@ -9,6 +9,13 @@ CONSTANTS m1, m2, m3, m4, m5, i1, i2
 \* A member's protocol list (its metadata: a consumer subscription to topic "t", version 0) ...
 PA == << <<"range", "0x000000000001000174ffffffff">> >>
 PB == << <<"range", "b">> >>     \* ... and the same protocol with other metadata, unreadable (a change)
+\* Two protocol names with the same subscription (a consumer lists each assignor it supports): one
+\* name only, the other only, and both in either order (split and tied votes; a member listing
+\* only "roundrobin" shares no name with a group of PA's: INCONSISTENT_GROUP_PROTOCOL).
+PR == << <<"roundrobin", "0x000000000001000174ffffffff">> >>
+PRR == << <<"range", "0x000000000001000174ffffffff">>, <<"roundrobin", "0x000000000001000174ffffffff">> >>
+PRRBack == << <<"roundrobin", "0x000000000001000174ffffffff">>, <<"range", "0x000000000001000174ffffffff">> >>
+TwoNamesTieOrder == <<"range", "roundrobin">>  \* Java's HashMap order of the two (draft.java_hashmap_order)
 MCSubscriptions == ("0x000000000001000174ffffffff" :> {"t"})
 NoGroup == {None}
 NoTieOrder == <<>>  \* one protocol name per configuration: no tied vote
@@ -88,6 +95,16 @@ MCGraphInit == {None,
                  offs |-> (T0 :> 1)],
                 [gen |-> 1, ptype |-> "consumer", pname |-> "range", leader |-> m1,
                  members |-> <<Stored(m1, None), StoredWith(m2, i1, 8000, 12000)>>]}
+
+--------------------------------------------------------------------------
+(* MCWide: the wider client inputs, from an empty partition: two protocol names (split and tied
+   votes, INCONSISTENT_GROUP_PROTOCOL), two instance ids (two static members), per-member
+   assignments, batch leaves, two write errors; symmetry over member ids and instance ids. *)
+MCWideIds == {m1, m2, m3}
+MCWideInstances == {i1, i2}
+MCWideProtocols == {PA, PR, PRR, PRRBack}
+MCWideBounds == generation <= 2 /\ Len(writes) <= 1 /\ Len(held) <= 1
+MCWideSymmetry == SymmOf(MCWideIds, MCWideInstances)
 
 --------------------------------------------------------------------------
 (* MCStable: members that keep rejoining and syncing reach Stable (StableSpec), from an empty

@@ -22,11 +22,11 @@ ACTIONS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DeleteGroups", 
            "UnloadPartition", "LoadPartition")
 _TIMER = {"hb": "HeartbeatTimer", "join": "JoinTimer", "sync": "SyncTimer", "expire": "ExpireTimer"}
 
-CHECKS = ("mc3", "mc4", "offsets", "failover", "live", "stable", "graph", "trace")
+CHECKS = ("mc3", "mc4", "offsets", "failover", "wide", "live", "stable", "graph", "trace")
 CONFIGS = {"mc3": "MC3.cfg", "mc4": "MC4.cfg", "offsets": "MCOffsets.cfg", "failover": "MCFailover.cfg",
-           "live": "MCLive.cfg", "stable": "MCStable.cfg", "graph": "MCGraph.cfg"}
-TLC_CHECKS = ("mc3", "mc4", "offsets", "failover", "live", "stable")  # TLC alone; graph's dump is replayed after
-COVERED = ("mc3", "mc4", "offsets", "failover")  # dumped for action coverage
+           "wide": "MCWide.cfg", "live": "MCLive.cfg", "stable": "MCStable.cfg", "graph": "MCGraph.cfg"}
+TLC_CHECKS = ("mc3", "mc4", "offsets", "failover", "wide", "live", "stable")  # TLC alone; graph's dump is replayed after
+COVERED = ("mc3", "mc4", "offsets", "failover", "wide")  # dumped for action coverage
 # Configurations of liveness properties (TLC does not name the one it finds violated).
 LIVENESS = ("live", "stable")
 

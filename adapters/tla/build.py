@@ -269,7 +269,8 @@ class Model:
 
     def __init__(self, ids, instances, protocols, protocol_types, rebalance_timeouts, session_timeouts,
                  join_versions, write_errors, reduce: bool, offset_keys=(), offset_values=(), commit_versions=(),
-                 partial_expiry: bool = True, reloads: bool = False) -> None:
+                 partial_expiry: bool = True, reloads: bool = False,
+                 batch_leaves: bool = False) -> None:
         self.ids = sorted(ids)
         self.instances = sorted(instances)
         self.protocols = list(protocols)
@@ -284,6 +285,7 @@ class Model:
         self.commit_versions = sorted(commit_versions)
         self.partial_expiry = partial_expiry
         self.reloads = reloads
+        self.batch_leaves = batch_leaves
 
 
 def spec_inputs(s: F, model: Model) -> list[F]:
@@ -324,7 +326,7 @@ def spec_inputs(s: F, model: Model) -> list[F]:
                                                      rto=rto, sto=sto, v=v, uuid=u))
         for m in named:
             if s["state"] == "CompletingRebalance" and m == s["leader"]:
-                full = fn({x: "A" for x in mem})
+                full = fn({x: f"a{s['members'].index(x) + 1}" for x in mem})  # the spec's AssignmentOf
                 asgs = [full] if model.reduce else [full, ()]
             else:
                 asgs = [()]
@@ -333,9 +335,12 @@ def spec_inputs(s: F, model: Model) -> list[F]:
                     for a in asgs:
                         out.append(F(type="SyncGroup", mid=m, inst=inst, gen=g, ptype=None, pname=None, asg=a))
                     out.append(F(type="Heartbeat", mid=m, inst=inst, gen=g))
-        for m in [""] + named:
-            for inst in insts:
-                out.append(F(type="LeaveGroup", ids=(F(mid=m, inst=inst),)))
+        identities = [F(mid=m, inst=inst) for m in [""] + named for inst in insts]
+        out.extend(F(type="LeaveGroup", ids=(x,)) for x in identities)
+        if model.batch_leaves:  # the spec's BatchLeaves: two different BatchIdentities, either order
+            batch = [F(mid=m, inst=mem[m]["inst"] if m in mem else None) for m in named]
+            batch += [F(mid="", inst=i) for i in model.instances]
+            out.extend(F(type="LeaveGroup", ids=(x, y)) for x in batch for y in batch if x != y)
         out.append(F(type="DeleteGroups"))
         out.extend(_offset_requests(s, model, named, insts))
     armed = s["timers"] if isinstance(s["timers"], dict) else {}

@@ -363,4 +363,5 @@ def model_from_cfg(cfg_text: str, mc_text: str) -> Model:
                  session_timeouts=value("SessionTimeouts"), join_versions=value("JoinVersions"),
                  write_errors=value("WriteErrors"), reduce=value("Reduce"), offset_keys=value("OffsetKeys"),
                  offset_values=value("OffsetValues"), commit_versions=value("CommitVersions"),
-                 partial_expiry=value("PartialExpiry"), reloads=value("Reloads"))
+                 partial_expiry=value("PartialExpiry"), reloads=value("Reloads"),
+                 batch_leaves=value("BatchLeaves"))

@@ -127,6 +127,7 @@ TraceSpec == TraceInit /\\ [][TraceNext]_<<vars, i, k>>
     Subscriptions <- TraceSubscriptions
     Reloads = TRUE
     Reduce = FALSE
+    BatchLeaves = FALSE
 SPECIFICATION TraceSpec
 INVARIANTS
 {chr(10).join('    ' + n for n in invariants)}

@@ -45,17 +45,17 @@ def mutants(setup):
 def test_check_passes(check):
     ok, results, lines = check
     assert ok, "\n".join(lines)
-    assert set(results) == {"mc3", "mc4", "offsets", "failover", "live", "stable", "graph", "graph-check", "trace"}
+    assert set(results) == {"mc3", "mc4", "offsets", "failover", "wide", "live", "stable", "graph", "graph-check", "trace"}
 
 
-@pytest.mark.parametrize("name", ["mc3", "mc4", "offsets", "failover", "live", "stable", "graph"])
+@pytest.mark.parametrize("name", ["mc3", "mc4", "offsets", "failover", "wide", "live", "stable", "graph"])
 def test_every_config_explores_states(check, name):
     r = check[1][name]
     assert r.ok and r.data["exit_code"] == 0
     assert r.data["distinct"] > 0 and r.data["generated"] >= r.data["distinct"]
 
 
-@pytest.mark.parametrize("name", ["mc3", "mc4", "offsets", "failover", "graph"])
+@pytest.mark.parametrize("name", ["mc3", "mc4", "offsets", "failover", "wide", "graph"])
 def test_action_coverage_printed(check, name):
     cov = check[1][name].data["coverage"]
     assert set(cov) == set(tla_cli.ACTIONS)
@@ -69,16 +69,16 @@ def test_no_action_is_vacuous(check):
 def test_recorded_numbers_are_this_runs(check):
     """The state counts tla/README.md shows (tla/measured.json) are the ones this run finds: a
     change to the spec or its configurations that leaves them stale fails here (rerun
-    ``groupcoord tla check --write-docs``). MC4's symmetry is not exact, so its counts may move
-    by a few states between runs."""
+    ``groupcoord tla check --write-docs``). The symmetry of MC4 and MCWide is not exact, so their
+    counts may move by a few states between runs."""
     from groupcoord.adapters.tla import docs
 
     recorded = docs.load()["check"]
     results = check[1]
     for row in recorded["tlc"]:
         got = results[row["check"]].data
-        if row["check"] == "mc4":
-            assert abs(got["distinct"] - row["distinct"]) <= row["distinct"] // 100, (row, got)
+        if row["check"] in ("mc4", "wide"):  # symmetry (not exact: see the docstring)
+            assert abs(got["distinct"] - row["distinct"]) <= row["distinct"] // 50, (row, got)
         else:
             assert (got["distinct"], got["generated"]) == (row["distinct"], row["generated"]), (row, got)
     g = results["graph-check"].data
@@ -357,7 +357,7 @@ def test_readme_numbers_are_generated_from_the_last_runs():
     assert docs.render_readme(text, measured) == text, "rerun groupcoord tla check/mutants --write-docs"
     check = measured["check"]
     assert check["ok"] and check["seconds"] < 300
-    assert [r["check"] for r in check["tlc"]] == ["mc3", "mc4", "offsets", "failover", "live", "stable", "graph"]
+    assert [r["check"] for r in check["tlc"]] == ["mc3", "mc4", "offsets", "failover", "wide", "live", "stable", "graph"]
     assert "Measured by `groupcoord tla check --write-docs`" in text
     recorded = measured["mutants"]
     assert recorded["ok"] and recorded["passed"] == len(MUTANTS)
