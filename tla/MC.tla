@@ -97,6 +97,15 @@ MCGraphInit == {None,
                  members |-> <<Stored(m1, None), StoredWith(m2, i1, 8000, 12000)>>]}
 
 --------------------------------------------------------------------------
+(* MCGraphWide: MCWide's inputs replayed against the core (graph check): two protocol names
+   (tied votes, INCONSISTENT_GROUP_PROTOCOL), batch leaves, two write errors, from an empty
+   partition and from a loaded Stable group of two (one static); no offsets, no reloads. *)
+MCGraphWideProtocols == {PA, PR, PRR, PRRBack}
+MCGraphWideInit == {None,
+                    [gen |-> 1, ptype |-> "consumer", pname |-> "range", leader |-> m1,
+                     members |-> <<Stored(m1, None), Stored(m2, i1)>>]}
+
+--------------------------------------------------------------------------
 (* MCWide: the wider client inputs, from an empty partition: two protocol names (split and tied
    votes, INCONSISTENT_GROUP_PROTOCOL), two instance ids (two static members), per-member
    assignments, batch leaves, two write errors; symmetry over member ids and instance ids. *)
