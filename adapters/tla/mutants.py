@@ -194,12 +194,12 @@ MUTANTS: list[Mutant] = [
     # property named after each.
     Mutant("spec-first-generation-zero", "the first generation is 0 instead of 1 (in the spec)",
            "issue #3 list",
-           spec={"Coordinator.tla": [("LET G1 == [G EXCEPT !.gen = @ + 1] IN",
-                                      "LET G1 == [G EXCEPT !.gen = IF @ = 0 THEN 0 ELSE @ + 1] IN")]},
+           spec={"Coordinator.tla": [("LET G1 == [G EXCEPT !.gen = @ + 1]\n",
+                                      "LET G1 == [G EXCEPT !.gen = IF @ = 0 THEN 0 ELSE @ + 1]\n")]},
            checks=("tlc-mc3",), expect="generation_bump_iff_join_completed"),
     Mutant("spec-generation-bumped-twice", "the generation bumped twice for one join phase (in the spec)",
            "issue #3 list",
-           spec={"Coordinator.tla": [("LET G1 == [G EXCEPT !.gen = @ + 1] IN", "LET G1 == [G EXCEPT !.gen = @ + 2] IN")]},
+           spec={"Coordinator.tla": [("LET G1 == [G EXCEPT !.gen = @ + 1]\n", "LET G1 == [G EXCEPT !.gen = @ + 2]\n")]},
            checks=("tlc-mc3",), expect="generation_step"),
     Mutant("spec-disconnected-never-removed",
            "members that disconnect are never removed (in the spec): PreparingRebalance is never left",
@@ -260,7 +260,10 @@ MUTANTS: list[Mutant] = [
            "removing a simple group drops the committed values of keys whose writes are in flight (in the spec; "
            "the core's bug found by modelling offsets)", "issue #17 (offsets)",
            spec={"Coordinator.tla": [("RemoveGroup(G) == [Drop(G) EXCEPT !.offs = NoFunction]",
-                                      "RemoveGroup(G) == [Drop(G) EXCEPT !.offs = NoFunction, !.cmt = NoFunction]")]},
+                                      "RemoveGroup(G) == [Drop(G) EXCEPT !.offs = NoFunction, !.cmt = NoFunction]"),
+                                     # and, as the core had it, a key no longer tracked left alone
+                                     ("    LET slot == G.cmt[u.key]\n",
+                                      "    IF u.key \\notin DOMAIN G.cmt THEN G ELSE\n    LET slot == G.cmt[u.key]\n")]},
            checks=("tlc-offsets",), expect="committed_counts_writes"),
     # Every request answered, and a cooperative group reaches Stable (issue #17 item 6).
     Mutant("spec-leave-drops-parked-join",
