@@ -32,7 +32,9 @@ Stored(id, inst) == StoredWith(id, inst, 6000, 10000)
 \* decides anything), and the responses that held results and writes will send.
 View == <<state, prevState = Empty, generation, protocolType, protocolName, leader, members, mem,
           pending, pendingSync, newMemberAdded, subs, offsets, committed, IF Reloads THEN stored ELSE 0, timers,
-          [i \in 1..Len(writes) |-> writes[i].cbs], [i \in 1..Len(held) |-> held[i].wait], budget>>
+          [i \in 1..Len(writes) |-> writes[i].cbs], [i \in 1..Len(held) |-> held[i].wait], budget,
+          \* with Reloads a write's records decide the log once it completes
+          IF Reloads THEN [i \in 1..Len(writes) |-> writes[i].recs] ELSE 0>>
 
 \* Symmetry: member ids and instance ids are interchangeable among themselves.
 SymmOf(I, J) == {[x \in I \cup J |-> IF x \in I THEN p[x] ELSE q[x]] : p \in Permutations(I), q \in Permutations(J)}

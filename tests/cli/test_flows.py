@@ -93,8 +93,8 @@ def test_scenario_traces_validate_recording_by_recording(scenario_traces):
     by_name = {n: [line for line in lines if f"/{n}/" in line] for n in CHAIN_SCENARIOS}
     assert [", accepted (" in line for line in by_name[CHAIN_SCENARIOS[0]]] == [True]
     partial = next(line for line in by_name[CHAIN_SCENARIOS[1]] if "group 'g'" in line)
-    assert "lines accepted" in partial and "NOT CHECKED: inputs 7-17 of 17, from OffsetCommit of 'g' " \
-                                          "(offsets are not in the spec)" in partial
+    assert "lines accepted" in partial and "NOT CHECKED: inputs 9-17 of 17, from a DeleteGroups of other " \
+                                          "groups" in partial
     assert by_name[CHAIN_SCENARIOS[2]] == [
         f"trace {scenario_traces / CHAIN_SCENARIOS[2] / 'recording.jsonl'}: NOT CHECKED, outside the spec's scope: "
         f"group.max.size is set (not in the spec)"]
@@ -225,10 +225,9 @@ def test_simulated_trace_validates_group_by_group(simulated):
     lines = proc.stdout.strip().splitlines()
     groups = [line for line in lines if line.startswith(f"trace {simulated} group ")]
     assert len(groups) == 3, lines
-    # the simulated consumers commit offsets, which the spec does not model: each group is
-    # checked up to its first commit, and the line says what is not checked
-    assert all("lines accepted" in line and "NOT CHECKED" in line and "OffsetCommit" in line for line in groups)
-    assert lines[-1].startswith("0 accepted, 3 accepted in part (the rest not checked), 0 rejected, ")
+    # the simulated consumers join, sync, heartbeat and commit offsets: each group is checked whole
+    assert all(", accepted (" in line and "NOT CHECKED" not in line for line in groups), lines
+    assert lines[-1].startswith("3 accepted, 0 accepted in part (the rest not checked), 0 rejected, ")
 
 
 def test_simulated_trace_draws_a_timeline(simulated, tmp_path):
@@ -273,17 +272,15 @@ def test_served_trace_replays_as_a_file_and_as_its_directory(served):
 
 
 @needs_tlc
-def test_served_trace_is_validated_up_to_its_first_commit(served):
-    """A real server's trace: its other partitions' loads, FindCoordinator and OffsetFetch
-    are stepped over (they change nothing the spec sees); the join and sync are checked; the
-    commit is where the spec's scope ends, and the line says so."""
+def test_served_trace_is_validated_whole(served):
+    """A real server's trace: its other partitions' loads and FindCoordinator are stepped over
+    (they change nothing the spec sees); the join, sync, commit, fetch and leave are checked."""
     for path in (served, served.parent):
         proc = ok(run("tla", "validate", str(path)))
         line = proc.stdout.splitlines()[0]
-        assert line.startswith(f"trace {served}: ") and "lines accepted" in line, proc.stdout
-        assert "NOT CHECKED: inputs " in line and "from OffsetCommit of 'flows' (offsets are not in the spec)" in line
-        assert "stepped over: FindCoordinator " in line and "LoadPartition 49" in line
-        assert proc.stdout.splitlines()[-1].startswith("0 accepted, 1 accepted in part (the rest not checked)")
+        assert line.startswith(f"trace {served}: ") and " lines, accepted (" in line, proc.stdout
+        assert "NOT CHECKED" not in line and "stepped over: FindCoordinator " in line and "LoadPartition 49" in line
+        assert proc.stdout.splitlines()[-1].startswith("1 accepted, 0 accepted in part (the rest not checked)")
 
 
 def test_served_trace_draws_a_timeline(served, tmp_path):
