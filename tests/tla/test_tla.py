@@ -82,8 +82,12 @@ def test_recorded_numbers_are_this_runs(check):
         else:
             assert (got["distinct"], got["generated"]) == (row["distinct"], row["generated"]), (row, got)
     g = results["graph-check"].data
-    assert {k: g[k] for k in ("nodes", "classes", "edges", "inputs", "matched")} == \
-        {k: recorded["graph_check"][k] for k in ("nodes", "classes", "edges", "inputs", "matched")}
+    assert {k: g[k] for k in ("nodes", "edges")} == {k: recorded["graph_check"][k] for k in ("nodes", "edges")}
+    # A class is the text of a node without out and event; TLC may print one function value with
+    # its @@ terms in another order (two workers), which splits a class in two now and then: the
+    # classes, and the inputs replayed from them, move by a few between runs.
+    for k in ("classes", "inputs", "matched"):
+        assert abs(g[k] - recorded["graph_check"][k]) <= recorded["graph_check"][k] // 1000, (k, g[k])
     t = results["trace"].data
     assert {k: t[k] for k in ("traces", "scenario_traces", "lines", "out_of_scope")} == \
         {k: recorded["trace"][k] for k in ("traces", "scenario_traces", "lines", "out_of_scope")}
