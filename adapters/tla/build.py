@@ -225,15 +225,15 @@ def _build_response(r, core_id):
     if api == "DeleteGroups":
         return DeleteGroupsResponse(())
     if api in ("OffsetCommit", "OffsetDelete"):
-        topics = tuple(TopicResult(t, tuple(PartitionResult(p, Error[c]) for (tt, p), c in r["parts"] if tt == t))
-                       for t in dict.fromkeys(k[0] for k, _ in r["parts"]))
+        topics = tuple(TopicResult(t, ps) for t, ps in _by_topic([(k, PartitionResult(k[1], Error[c]))
+                                                                   for k, c in r["parts"]]))
         if api == "OffsetCommit":
             return OffsetCommitResponse(topics)
         return OffsetDeleteResponse(Error[r["code"]], topics)
     if api == "OffsetFetch":
         offs = r["offs"] if isinstance(r["offs"], dict) else {}
-        topics = tuple(FetchedTopic(t, tuple(FetchedPartition(p, v) for (tt, p), v in sorted(offs.items()) if tt == t))
-                       for t in sorted({k[0] for k in offs}))
+        topics = tuple(FetchedTopic(t, ps) for t, ps in _by_topic([(k, FetchedPartition(k[1], v))
+                                                                   for k, v in sorted(offs.items())]))
         return OffsetFetchResponse((FetchedGroup(GROUP, topics, Error[r["code"]]),))
     raise ValueError(f"no held {api}")
 
@@ -254,11 +254,15 @@ def load_records(group: F | None, instances) -> tuple:
     for x in group["members"]:
         if x["id"] == group["leader"]:
             leader = cid(x["id"], x["inst"])
-    stored = group["offs"] if "offs" in group and isinstance(group["offs"], dict) else {}
     return (GroupMetadataRecord(group_id=GROUP, protocol_type=group["ptype"], generation_id=group["gen"],
                                 protocol_name=group["pname"], leader_id=leader, current_state_timestamp_ms=0,
-                                members=members),) + tuple(
-        OffsetCommitRecord(GROUP, topic, p, value, -1, "", 0) for (topic, p), value in sorted(stored.items()))
+                                members=members),) + _offset_records(group["offs"] if "offs" in group else ())
+
+
+def _offset_records(offs) -> tuple:
+    """The OffsetCommit records of a spec function key -> offset, in key order."""
+    offs = offs if isinstance(offs, dict) else {}
+    return tuple(OffsetCommitRecord(GROUP, topic, p, value, -1, "", 0) for (topic, p), value in sorted(offs.items()))
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -359,7 +363,7 @@ def spec_inputs(s: F, model: Model) -> list[F]:
         out.append(F(type="LoadPartition", group=storage.rec_of(s["stored"]), durable=0))
     if s["state"] != "Dead" and model.reloads and s["budget"] != 0:  # Failover: another coordinator loads
         for k in range(len(s["writes"]) + 1):
-            log = storage.apply_all(s["stored"], [r for w in s["writes"][:k] for r in w["recs"]])
+            log = storage.with_writes(s["stored"], s["writes"], k)
             out.append(F(type="LoadPartition", group=storage.rec_of(log), durable=k))
     return out
 
@@ -433,11 +437,9 @@ def core_event(e: F, built: Built):
 
 def stored_records(stored: F) -> tuple:
     """Records of the group's log: its group record, then its offsets (a simple group's alone)."""
-    records = load_records(storage.rec_of(stored), ())
     if stored["grp"] is None and stored["simple"]:
-        offs = stored["offs"] if isinstance(stored["offs"], dict) else {}
-        records = tuple(OffsetCommitRecord(GROUP, topic, p, value, -1, "", 0) for (topic, p), value in sorted(offs.items()))
-    return records
+        return _offset_records(stored["offs"])
+    return load_records(storage.rec_of(stored), ())
 
 
 def client_request(e: F, request_id, now_ms: int, member, uuid: str | None = None):

@@ -182,7 +182,7 @@ def core_step(built, e: F, s: F) -> F:
     alpha.write_records = dict(built.alpha.write_records)
     # the log beside the core: an acknowledged write's records, or the durable ones of an unload
     done = 1 if e["type"] == "WriteCompleted" else e.get("durable", 0)
-    alpha.stored = storage.apply_all(s["stored"], [r for w in s["writes"][:done] for r in w["recs"]])
+    alpha.stored = storage.with_writes(s["stored"], s["writes"], done)
     local = type(built)(built.state, built.timers, alpha, built.core_id)
     event = core_event(e, local)
     timers = dict(built.timers)

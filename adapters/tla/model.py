@@ -49,6 +49,7 @@ from groupcoord.core.errors import Error
 from groupcoord.core import CoordinatorState, Group, PendingWrite
 
 from groupcoord.adapters.tla import offsets
+from groupcoord.adapters.tla import storage
 from groupcoord.adapters.tla.storage import EMPTY
 from groupcoord.adapters.tla.values import F, MV, OutOfModel, fn
 
@@ -388,7 +389,7 @@ class Alpha:
             return offsets.read_event(event, self.gid, ids.spec, ids.inst, self.metadata_max_bytes)
         if isinstance(event, ev.TimerFired):
             key = timer_key(event.key, ids, self.gid, self.partition)
-            # an expiration's aged offsets are read from its commands (aged_from)
+            # an expiration's aged offsets are read from its commands (offsets.aged)
             return F(type="TimerFired", key=key, aged=()) if key == ("expire",) else F(type="TimerFired", key=key)
         if isinstance(event, ev.WriteFailed) and Error.parse(event.error) is not Error.NONE:
             return F(type="WriteFailed", error=code(event.error))
@@ -400,18 +401,23 @@ class Alpha:
             return F(type="LoadPartition", group=self.load_record(event.records), durable=0)
         raise OutOfModel(f"event {type(event).__name__}")
 
+    def log(self, records) -> F:
+        """The group's log as a load reads these records (storage.py)."""
+        return storage.apply_all(storage.EMPTY, (self.record(r) for r in records
+                                                 if getattr(r, "group_id", None) == self.gid))
+
     def load_record(self, records) -> F | None:
         last = None
         for r in records:
             if getattr(r, "group_id", None) == self.gid and isinstance(r, (GroupMetadataRecord, GroupTombstone)):
                 last = r
-        stored = offsets.stored_offsets(records, self.gid)
+        stored = self.log(records)["offs"]
         if not isinstance(last, GroupMetadataRecord):
             if stored:
                 raise OutOfModel("a simple group in storage (offsets without a group record)")
             return None
         ids = self.ids
-        extra = dict(offs=fn(stored)) if stored else {}
+        extra = dict(offs=stored) if stored else {}
         return F(**extra, gen=last.generation_id, ptype=last.protocol_type, pname=last.protocol_name,
                  leader=ids.spec(last.leader_id), members=tuple(
                      F(id=ids.spec(m.member_id), inst=ids.inst(m.group_instance_id),

@@ -17,6 +17,7 @@ from groupcoord.core.commands import (
     OffsetDeleteResponse,
     OffsetFetchResponse,
     OffsetTombstone,
+    Write,
 )
 from groupcoord.core.continuations import DropSimpleGroup, UndoOffsets
 from groupcoord.core.errors import Error
@@ -124,27 +125,8 @@ def read_event(event, gid: str, spec_id: Callable, spec_inst: Callable, metadata
 
 def aged(commands, gid: str, partition: int) -> tuple:
     """The keys an expiration tombstoned, in order (the ``aged`` of the spec's ExpireTimer)."""
-    from groupcoord.core.commands import Write
-
     return tuple((r.topic, r.partition) for c in commands if isinstance(c, Write) and c.partition == partition
                  for r in c.records if isinstance(r, OffsetTombstone) and r.group_id == gid)
-
-
-def stored_offsets(records, gid: str) -> dict:
-    """The committed offsets a partition's records hold for ``gid`` (as loading reads them)."""
-    from groupcoord.core.commands import GroupTombstone
-
-    out: dict = {}
-    for r in records:
-        if getattr(r, "group_id", None) != gid:
-            continue
-        if isinstance(r, OffsetCommitRecord):
-            out[(r.topic, r.partition)] = r.offset
-        elif isinstance(r, OffsetTombstone):
-            out.pop((r.topic, r.partition), None)
-        elif isinstance(r, GroupTombstone):
-            out = {}
-    return out
 
 
 # ----------------------------------------------------------------------------- spec -> core

@@ -54,3 +54,8 @@ def apply_all(st: F, records) -> F:
     for r in records:
         st = apply(st, r)
     return st
+
+
+def with_writes(st: F, writes, n: int) -> F:
+    """ApplyAll(st, RecordsOf(writes, n)): the log once the first ``n`` writes reached it."""
+    return apply_all(st, [r for w in writes[:n] for r in w["recs"]])
