@@ -28,9 +28,9 @@ MinusOne == -1
 StoredWith(id, inst, rto, sto) == [id |-> id, inst |-> inst, protos |-> PA, rto |-> rto, sto |-> sto, asg |-> "A"]
 Stored(id, inst) == StoredWith(id, inst, 6000, 10000)
 
-\* What the projection ignores: the previous state except "was Empty" (the only thing that
-\* decides anything), and the responses that held results and writes will send.
-View == <<state, prevState = Empty, generation, protocolType, protocolName, leader, members, mem,
+\* What the projection ignores: the responses that held results and writes will send. (The whole
+\* previous state stays: a group copy kept for a failed write's undo holds it and puts it back.)
+View == <<state, prevState, generation, protocolType, protocolName, leader, members, mem,
           pending, pendingSync, newMemberAdded, subs, offsets, committed, IF Reloads THEN stored ELSE 0, timers,
           [i \in 1..Len(writes) |-> writes[i].cbs], [i \in 1..Len(held) |-> held[i].wait], budget,
           \* with Reloads a write's records decide the log once it completes
