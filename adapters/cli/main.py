@@ -83,6 +83,9 @@ def build_parser() -> Parser:
     from groupcoord.adapters.cli.tla import add_tla_command
 
     add_tla_command(sub)  # tla check, tla validate, tla mutants
+    from groupcoord.adapters.cli.verify import add_verify_command
+
+    add_verify_command(sub)
     return parser
 
 
@@ -108,6 +111,10 @@ def _run(args) -> int:
         from groupcoord.adapters.cli.tla import run_tla_command
 
         return run_tla_command(args)
+    if args.command == "verify":
+        from groupcoord.adapters.cli.verify import run_verify
+
+        return run_verify(args)
     if args.command == "demo":
         from groupcoord.adapters.sim.demo import run_demo
 

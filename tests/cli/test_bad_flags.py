@@ -110,6 +110,12 @@ ROWS = [
     (["inject-faults", "{inputs}/trace"], "the following arguments are required: --out"),
     (["inject-faults", "{inputs}/trace", "--out", "o", "--faults", "gremlins"], "unknown faults 'gremlins'"),
     (["inject-faults", "{inputs}/missing", "--out", "o"], "{inputs}/missing: no such file or directory"),
+    (["verify"], "the following arguments are required: DIR"),
+    (["verify", "{inputs}/missing"], "{inputs}/missing: no such file or directory"),
+    (["verify", "{inputs}/trace", "--engine", "flink"], "argument --engine: invalid choice: 'flink'"),
+    (["verify", "{inputs}/trace", "--budget", "0"], "argument --budget: expected a whole number of at least 1"),
+    (["verify", "{inputs}/trace", "--timer-tolerance-ms", "-1"], "argument --timer-tolerance-ms: expected"),
+    (["verify", "{inputs}/trace", "--group.max.size", "0"], "group.max.size must be at least 1"),
     # --- tla: before Java or TLC
     (["tla"], "missing a command: one of check, validate, mutants"),
     (["tla", "check", "--only", "mc5"], "argument --only: unknown checks 'mc5'; choose from mc3, mc4"),

@@ -1,0 +1,64 @@
+"""``groupcoord verify``: check an observed trace (``groupcoord record``) against the spec."""
+
+from __future__ import annotations
+
+import argparse
+
+from groupcoord.adapters.cli import parsing
+from groupcoord.adapters.cli.parsing import fail
+from groupcoord.core.config import KAFKA_NAMES, ConfigError, CoordinatorConfig
+
+
+def add_verify_command(sub) -> None:
+    p = sub.add_parser("verify", help="check a broker's observed trace against the spec, group by group",
+                       description="Each group of the trace is checked by searching for an execution of the "
+                                   "spec that gives every answer the broker gave. Exit 0: all conform; 1: a "
+                                   "group diverges; 3: some inconclusive (none diverges); 2: bad input.")
+    p.add_argument("trace", metavar="DIR", help="the directory `groupcoord record` wrote (or its observed.jsonl)")
+    p.add_argument("--engine", choices=["plain", "spark"], default="plain",
+                   help="plain: one process; spark: a group per task (default: %(default)s)")
+    p.add_argument("--master", default="local[2]", help="Spark master for --engine spark (default: %(default)s)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="report directory (default: the trace's path + '-verify'): verdicts.parquet, "
+                        "summary.json, summary.txt")
+    p.add_argument("--config", metavar="FILE",
+                   help="the broker's settings as a properties file (Kafka names; flags win)")
+    p.add_argument("--timer-tolerance-ms", type=parsing.number(int, 0, "milliseconds, at least 0"), default=1000,
+                   help="how far from its deadline the broker may have fired a timer (default: %(default)s)")
+    p.add_argument("--budget", type=parsing.number(int, 1, "a whole number of at least 1"), default=50_000,
+                   help="search states per group before it is inconclusive (default: %(default)s)")
+    for name in sorted(KAFKA_NAMES):
+        p.add_argument("--" + name, dest="kafka:" + name, metavar="VALUE", default=None,
+                       help=argparse.SUPPRESS)
+
+
+def run_verify(args) -> int:
+    from pathlib import Path
+
+    from groupcoord.adapters.cli.serve import read_properties
+    from groupcoord.adapters.verify import run
+    from groupcoord.adapters.verify.observed import TraceError
+    from groupcoord.adapters.verify.search import Settings
+
+    prog = "groupcoord verify"
+    if not Path(args.trace).exists():
+        return fail(prog, f"{args.trace}: no such file or directory")
+    try:
+        settings = dict(read_properties(args.config)) if args.config else {}
+        settings = {k: v for k, v in settings.items() if k in KAFKA_NAMES}
+        for name in KAFKA_NAMES:
+            value = getattr(args, "kafka:" + name)
+            if value is not None:
+                settings[name] = value
+        config = CoordinatorConfig.from_kafka(settings)
+    except ConfigError as e:
+        return fail(prog, str(e))
+    search = Settings(config=config, timer_tolerance_ms=args.timer_tolerance_ms, budget=args.budget)
+    try:
+        code, text = run.run(args.trace, search, engine=args.engine, master=args.master, report=args.out)
+    except TraceError as e:
+        return fail(prog, str(e))
+    except OSError as e:
+        return fail(prog, f"{e.filename or args.out}: {e.strerror or e}")
+    print(text, end="")
+    return code

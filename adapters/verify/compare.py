@@ -1,0 +1,113 @@
+"""Responses compared by rule: the core's answer (translated to the request's version) against
+the broker's. Ids the broker made up are bound to the core's on first sight (``Ids``); fields
+that carry no protocol meaning (throttle time, error text, the client host a broker sees) and
+list orders the protocol leaves open are not compared."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from groupcoord.adapters.protocol.translate import response_fields
+from groupcoord.adapters.verify.observed import to_json
+
+_IGNORED = frozenset({"throttle_time_ms", "error_message", "client_host", "authorized_operations"})
+
+
+class Ids:
+    """A bijection between the broker's member ids and the core's, grown as they are seen."""
+
+    __slots__ = ("to_core", "to_obs")
+
+    def __init__(self, to_core: dict | None = None, to_obs: dict | None = None) -> None:
+        self.to_core = dict(to_core or {})
+        self.to_obs = dict(to_obs or {})
+
+    def copy(self) -> "Ids":
+        return Ids(self.to_core, self.to_obs)
+
+    def bind(self, obs_id: str, core_id: str) -> bool:
+        """Bind a pair seen together; False when either is bound to another."""
+        if not obs_id or not core_id:
+            return obs_id == core_id
+        known_core, known_obs = self.to_core.get(obs_id), self.to_obs.get(core_id)
+        if known_core is None and known_obs is None:
+            self.to_core[obs_id], self.to_obs[core_id] = core_id, obs_id
+            return True
+        return known_core == core_id and known_obs == obs_id
+
+    def core(self, obs_id: str) -> str:
+        return self.to_core.get(obs_id, obs_id)
+
+    def obs(self, core_id: str) -> str:
+        # an id the broker never showed cannot equal one it did
+        return self.to_obs.get(core_id, "" if not core_id else f"<unseen {core_id}>")
+
+    def key(self) -> tuple:
+        return tuple(sorted(self.to_core.items()))
+
+
+def core_view(api: str, version: int, response, ids: Ids) -> dict:
+    """The core's response as the broker's would read, in the broker's ids."""
+    return _normal(api, to_json(response_fields(api, version, response)), ids.obs)
+
+
+def observed_view(api: str, response: dict) -> dict:
+    return _normal(api, response, lambda m: m)
+
+
+def bind_own_id(api: str, version: int, response, observed: dict | None, ids: Ids) -> bool:
+    """A JoinGroup answer names the joining member: bind its id (False: bound otherwise)."""
+    if api != "JoinGroup" or observed is None:
+        return True
+    core_id = response_fields(api, version, response).get("member_id", "")
+    obs_id = observed.get("member_id", "")
+    if not core_id or not obs_id:
+        return True  # an error answer names no new member; compared with the rest
+    return ids.bind(obs_id, core_id)
+
+
+def _normal(api: str, body: dict, to_obs) -> dict:
+    out = {k: v for k, v in body.items() if k not in _IGNORED}
+    if api == "JoinGroup":
+        out["member_id"] = to_obs(out.get("member_id", ""))
+        out["leader"] = to_obs(out.get("leader", ""))
+        out["members"] = sorted((_member(m, to_obs) for m in out.get("members", ())), key=_order)
+    elif api == "LeaveGroup" and "members" in out:
+        out["members"] = [_member(m, to_obs) for m in out["members"]]
+    elif api == "DescribeGroups":
+        out["groups"] = [{**{k: v for k, v in g.items() if k not in _IGNORED},
+                          "members": sorted((_member(m, to_obs) for m in g.get("members", ())), key=_order)}
+                         for g in out.get("groups", ())]
+    elif api == "OffsetFetch":
+        if "topics" in out:
+            out["topics"] = _sorted_topics(out["topics"])
+        if "groups" in out:
+            out["groups"] = [{**g, "topics": _sorted_topics(g.get("topics", ()))} for g in out["groups"]]
+    return out
+
+
+def _member(m: dict, to_obs) -> dict:
+    return {**{k: v for k, v in m.items() if k not in _IGNORED}, "member_id": to_obs(m.get("member_id", ""))}
+
+
+def _order(m: dict) -> tuple:
+    return (str(m.get("member_id")), str(m.get("group_instance_id")))
+
+
+def _sorted_topics(topics: Any) -> list:
+    return sorted(({**t, "partitions": sorted(t.get("partitions", ()), key=lambda p: p.get("partition_index", 0))}
+                   for t in topics), key=lambda t: str(t.get("name")))
+
+
+def differences(expected: dict, got: dict, prefix: str = "") -> list[str]:
+    """Where two views differ, as "field: spec X, broker Y" (the first few)."""
+    out: list[str] = []
+    for k in sorted(set(expected) | set(got)):
+        a, b = expected.get(k, "<absent>"), got.get(k, "<absent>")
+        if a == b:
+            continue
+        if isinstance(a, dict) and isinstance(b, dict):
+            out.extend(differences(a, b, f"{prefix}{k}."))
+        else:
+            out.append(f"{prefix}{k}: spec {a!r}, broker {b!r}")
+    return out[:5]

@@ -1,0 +1,76 @@
+"""Observed pairs made by running requests through the core itself (its own answers, with the
+times it gave them): a trace that conforms by construction, for tests and benchmarks, and the
+base that planted faults are made from."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from groupcoord.core import events as ev
+from groupcoord.core.commands import ExpirationTimer, Respond, SetTimer, CancelTimer, CancelPartitionTimers, Write
+from groupcoord.core.config import CoordinatorConfig
+from groupcoord.core.coordinator import Coordinator, partition_for
+from groupcoord.adapters.protocol.translate import request_event, response_fields
+from groupcoord.adapters.verify.observed import Obs, to_json
+
+
+def observe(requests: Iterable[tuple], config: CoordinatorConfig | None = None, *,
+            write_delay_ms: int = 0) -> list[Obs]:
+    """``requests``: (time_ms, conn, api, version, body, client_id), in time order. Writes are
+    acknowledged ``write_delay_ms`` after they are emitted; timers fire at their deadlines."""
+    config = config or CoordinatorConfig(offsets_topic_num_partitions=1)
+    core = Coordinator(config)
+    reqs = list(requests)
+    groups = {partition_for(r[4].get("group_id", ""), config.offsets_topic_num_partitions) for r in reqs}
+    start = reqs[0][0] if reqs else 0
+    timers: dict = {}
+    writes: list[tuple[int, int]] = []  # (due ms, write id)
+    pending: dict[int, dict] = {}
+    out: list[Obs] = []
+
+    def run(event) -> None:
+        for c in core.handle(event):
+            if isinstance(c, SetTimer) and not isinstance(c.key, ExpirationTimer):
+                timers[c.key] = (c.deadline_ms, len(timers), c.payload)
+            elif isinstance(c, CancelTimer):
+                timers.pop(c.key, None)
+            elif isinstance(c, CancelPartitionTimers):
+                for k in [k for k in timers if k.partition == c.partition]:
+                    del timers[k]
+            elif isinstance(c, Write):
+                writes.append((event.now_ms + write_delay_ms, c.write_id))
+            elif isinstance(c, Respond) and c.request_id in pending:
+                r = pending.pop(c.request_id)
+                out.append(Obs(index=c.request_id, conn=r["conn"], recv_us=r["t"] * 1000 + 1,
+                               send_us=event.now_ms * 1000 + 2, api=r["api"], version=r["v"],
+                               client_id=r["client"], request=r["body"],
+                               response=to_json(response_fields(r["api"], r["v"], c.response))))
+
+    for p in sorted(groups):
+        run(ev.LoadPartition(now_ms=start, partition=p, records=()))
+
+    def advance(until_ms: int) -> None:
+        while True:
+            due = [(d, s, k) for k, (d, s, _) in timers.items() if d <= until_ms]
+            done = [w for w in writes if w[0] <= until_ms]
+            if done and (not due or done[0][0] <= min(due)[0]):
+                writes.remove(done[0])
+                run(ev.WriteCompleted(now_ms=done[0][0], write_id=done[0][1]))
+            elif due:
+                d, _, k = min(due)
+                payload = timers.pop(k)[2]
+                run(ev.TimerFired(now_ms=d, key=k, payload=payload))
+            else:
+                return
+
+    for n, (t, conn, api, version, body, client) in enumerate(reqs, start=1):
+        advance(t)
+        pending[n] = dict(t=t, conn=conn, api=api, v=version, body=body, client=client)
+        run(request_event(api, version, body, request_id=n, now_ms=t, client_id=client or "",
+                          new_member_uuid=f"u{n}"))
+        advance(t)
+    advance(reqs[-1][0] + 3_600_000 if reqs else 0)
+    for n, r in pending.items():  # never answered
+        out.append(Obs(index=n, conn=r["conn"], recv_us=r["t"] * 1000 + 1, send_us=None, api=r["api"],
+                       version=r["v"], client_id=r["client"], request=r["body"], response=None))
+    return sorted(out, key=lambda o: o.index)

@@ -1,0 +1,131 @@
+"""``groupcoord verify``: every group of an observed trace through the search, on one process
+(``plain``) or on Spark (a group is the unit of work), with a report like ``replay``'s:
+``verdicts.parquet`` (one row per group), ``summary.json`` and ``summary.txt``."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import attrs
+
+from groupcoord.adapters.verify import observed
+from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, INCONCLUSIVE, Settings, Verdict, verify_group
+
+EXIT = {CONFORMS: 0, DIVERGES: 1, INCONCLUSIVE: 3}  # 2: bad input
+COLUMNS = ("group_id", "verdict", "detail", "pairs", "nodes", "line", "observed", "allowed", "excerpt")
+
+
+def verify_plain(path: str, settings: Settings) -> tuple[list[Verdict], dict]:
+    split = observed.split(observed.read(path))
+    return [verify_group(gid, unit, settings) for gid, unit in observed.iter_units(split)], split.unchecked
+
+
+def verify_spark(path: str, settings: Settings, master: str) -> tuple[list[Verdict], dict]:
+    """Each group's pairs go to one task (grouped by group id); only verdicts come back."""
+    from groupcoord.adapters.replay.spark_session import spark_session
+
+    file = Path(path) / "observed.jsonl" if Path(path).is_dir() else Path(path)
+    observed.read(file)  # a bad line is reported with its file and line before Spark starts
+    spark = spark_session(master, "groupcoord-verify")
+    try:
+        name = str(file)
+        keyed = spark.sparkContext.textFile(name).zipWithIndex().flatMap(lambda li: _keyed(li, name)).cache()
+        unchecked = dict(keyed.filter(lambda kv: kv[0][0] == "unchecked").map(lambda kv: (kv[0][1], 1))
+                         .reduceByKey(lambda a, b: a + b).collect())
+        units = keyed.filter(lambda kv: kv[0][0] == "group").map(lambda kv: (kv[0][1], kv[1])).groupByKey()
+        rows = units.map(lambda gu: _verdict_row(gu[0], list(gu[1]), settings)).collect()
+    finally:
+        spark.stop()
+    return [Verdict(**r) for r in sorted(rows, key=lambda r: r["group_id"])], unchecked
+
+
+def _keyed(line_index: tuple, file: str) -> list:
+    line, index = line_index
+    if not line.strip():
+        return []
+    obs = observed.parse_line(line, Path(file), index + 1)
+    groups = observed.groups_of(obs) if obs.api in observed.CHECKED_APIS else ()
+    if len(groups) == 1:
+        return [(("group", groups[0]), obs)]
+    reason = (f"{obs.api} (not about one group)" if obs.api not in observed.CHECKED_APIS
+              else f"{obs.api} of {len(groups)} groups at once")
+    return [(("unchecked", reason), None)]
+
+
+def _verdict_row(group_id: str, unit: list, settings: Settings) -> dict:
+    unit.sort(key=lambda o: (o.recv_us, o.index))
+    return attrs.asdict(verify_group(group_id, unit, settings), recurse=False)
+
+
+def summarize(verdicts: list[Verdict], unchecked: dict, seconds: float, engine: str) -> dict:
+    counts = {v: sum(1 for x in verdicts if x.verdict == v) for v in (CONFORMS, DIVERGES, INCONCLUSIVE)}
+    pairs = sum(v.pairs for v in verdicts)
+    return {"engine": engine, "groups": len(verdicts), **counts, "pairs_checked": pairs,
+            "pairs_not_checked": dict(sorted(unchecked.items())), "seconds": round(seconds, 3),
+            "groups_per_second": round(len(verdicts) / seconds, 1) if seconds > 0 else None,
+            "us_per_pair": round(seconds * 1e6 / pairs, 1) if pairs else None,
+            "diverging_groups": [_brief(v) for v in verdicts if v.verdict == DIVERGES][:20],
+            "inconclusive_groups": [_brief(v) for v in verdicts if v.verdict == INCONCLUSIVE][:20]}
+
+
+def exit_code(summary: dict) -> int:
+    if summary[DIVERGES]:
+        return EXIT[DIVERGES]
+    if summary[INCONCLUSIVE] or not summary["groups"]:
+        return EXIT[INCONCLUSIVE]  # nothing checked is not "all conform"
+    return EXIT[CONFORMS]
+
+
+def _brief(v: Verdict) -> dict:
+    return {"group_id": v.group_id, "detail": v.detail, "line": v.line, "excerpt": list(v.excerpt)}
+
+
+def write_report(out: Path, verdicts: list[Verdict], summary: dict) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    out.mkdir(parents=True, exist_ok=True)
+    rows = [attrs.asdict(v, recurse=False) for v in verdicts]
+    table = pa.table({
+        "group_id": [r["group_id"] for r in rows], "verdict": [r["verdict"] for r in rows],
+        "detail": [r["detail"] for r in rows], "pairs": [r["pairs"] for r in rows],
+        "nodes": [r["nodes"] for r in rows], "line": [r["line"] for r in rows],
+        "observed": [None if r["observed"] is None else json.dumps(r["observed"], sort_keys=True) for r in rows],
+        "allowed": [list(r["allowed"]) for r in rows], "excerpt": [list(r["excerpt"]) for r in rows]})
+    pq.write_table(table, out / "verdicts.parquet")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / "summary.txt").write_text(format_summary(summary, verdicts))
+
+
+def format_summary(summary: dict, verdicts: list[Verdict]) -> str:
+    lines = [f"{summary['groups']} groups: {summary[CONFORMS]} conform, {summary[DIVERGES]} diverge, "
+             f"{summary[INCONCLUSIVE]} inconclusive ({summary['pairs_checked']} pairs checked, "
+             f"{summary['seconds']} s on {summary['engine']})"]
+    for reason, n in summary["pairs_not_checked"].items():
+        lines.append(f"not checked: {n} {reason}")
+    for v in verdicts:
+        if v.verdict == DIVERGES:
+            lines.append(f"DIVERGES {v.group_id}: {v.detail}")
+            if v.observed is not None:
+                lines.append(f"  broker answered: {json.dumps(v.observed, sort_keys=True)}")
+            for a in v.allowed[:3]:
+                lines.append(f"  spec allows:     {a}")
+            lines.append(f"  inputs leading there (trace lines, in the order taken): {list(v.excerpt)}")
+        elif v.verdict == INCONCLUSIVE:
+            lines.append(f"INCONCLUSIVE {v.group_id}: {v.detail}")
+    return "\n".join(lines) + "\n"
+
+
+def run(path: str, settings: Settings, engine: str = "plain", master: str = "local[2]",
+        report: str | None = None) -> tuple[int, str]:
+    started = time.perf_counter()
+    if engine == "spark":
+        verdicts, unchecked = verify_spark(path, settings, master)
+    else:
+        verdicts, unchecked = verify_plain(path, settings)
+    summary = summarize(verdicts, unchecked, time.perf_counter() - started, engine)
+    out = Path(report) if report else Path(str(Path(path).resolve()).rstrip("/") + "-verify")
+    write_report(out, verdicts, summary)
+    return exit_code(summary), format_summary(summary, verdicts) + f"report: {out}\n"

@@ -1,0 +1,318 @@
+"""The search for an execution of the core that explains one group's observed pairs.
+
+A node holds the core's state after some inputs, the timers it armed, the time, which observed
+requests it was fed and answered, and the id bijection so far. From a node the inputs the trace
+allows are tried, depth first: the oldest write acknowledged (or, when the broker answered with
+storage errors, failed), a timer due in the tolerance window fired, or the next request fed: any
+request whose predecessors in real time are fed (a request answered before another arrived was
+handled before it, as in a linearizability checker). Each answer the core gives is compared
+with the broker's (compare.py) and must come no later than the broker's plus the tolerance;
+a branch whose answer differs, or that leaves a broker's answer unexplained past its time, is
+dropped. Nodes already explored (same state, same inputs used) are not explored again. The
+group conforms when one branch explains every answer; it diverges when none does (the report
+names the answer the branches got furthest to, what the core answered there, and the inputs
+that led to it); it is inconclusive when the budget of nodes is spent first."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import attrs
+
+from groupcoord.core import events as ev
+from groupcoord.core.commands import CancelPartitionTimers, CancelTimer, ExpirationTimer, Respond, SetTimer
+from groupcoord.core.config import CoordinatorConfig
+from groupcoord.core.coordinator import Coordinator, CoordinatorState, partition_for
+from groupcoord.core.errors import Error
+from groupcoord.adapters.protocol import schema
+from groupcoord.adapters.protocol.translate import request_event
+from groupcoord.adapters.verify.compare import Ids, bind_own_id, core_view, differences, observed_view
+from groupcoord.adapters.verify.observed import Obs
+
+CONFORMS, DIVERGES, INCONCLUSIVE = "conforms", "diverges", "inconclusive"
+# Broker answers that only a failed write explains: with one of them in a unit, writes may fail.
+_STORAGE_CODES = {int(Error.NOT_COORDINATOR), int(Error.COORDINATOR_NOT_AVAILABLE), int(Error.REQUEST_TIMED_OUT),
+                  int(Error.UNKNOWN_SERVER_ERROR)}
+_WRITE_ERRORS = (Error.NOT_LEADER_OR_FOLLOWER, Error.REQUEST_TIMED_OUT)
+
+
+@attrs.frozen
+class Settings:
+    config: CoordinatorConfig = attrs.Factory(CoordinatorConfig)
+    timer_tolerance_ms: int = 1000  # how late (or, by clock skew, early) a broker may fire a timer
+    budget: int = 50_000  # nodes explored per group before saying "inconclusive"
+
+
+@attrs.frozen
+class Verdict:
+    group_id: str
+    verdict: str
+    detail: str
+    pairs: int
+    nodes: int
+    line: int | None = None  # the observed pair no execution explains (its line in the trace)
+    observed: dict | None = None
+    allowed: tuple = ()  # what the core answered there, in any execution tried (JSON text)
+    excerpt: tuple = ()  # the lines of the inputs leading there, in the order the core took them
+
+
+@attrs.frozen
+class _Node:
+    state: CoordinatorState
+    timers: tuple  # ((deadline_ms, seq, key, payload), ...) sorted
+    seq: int
+    now_ms: int
+    fed: frozenset
+    answered: frozenset
+    ids: Ids = attrs.field(eq=False)
+    path: tuple  # positions fed, in order
+
+
+class _Failure(Exception):
+    def __init__(self, pos: int, why: str, core: dict | None = None) -> None:
+        super().__init__(why)
+        self.pos, self.why, self.core = pos, why, core
+
+
+class _Budget(Exception):
+    pass
+
+
+def verify_group(group_id: str, unit: list[Obs], settings: Settings) -> Verdict:
+    return _Search(group_id, unit, settings).run()
+
+
+class _Search:
+    def __init__(self, group_id: str, unit: list[Obs], settings: Settings) -> None:
+        self.gid, self.unit, self.settings = group_id, unit, settings
+        self.tol = settings.timer_tolerance_ms
+        self.partition = partition_for(group_id, settings.config.offsets_topic_num_partitions)
+        self.nodes = 0
+        self.seen: set = set()
+        self.best: tuple | None = None  # (progress, failure, path)
+        self.allowed: dict[int, set] = {}
+        self.recv_ms = [o.recv_us // 1000 for o in unit]
+        self.send_ms = [None if o.send_us is None else o.send_us // 1000 for o in unit]
+        self.owed = frozenset(p for p, o in enumerate(unit) if o.response is not None)
+        codes = set()
+        for o in unit:
+            _codes(o.response, codes)
+        self.write_errors = _WRITE_ERRORS if codes & _STORAGE_CODES else ()
+
+    # ------------------------------------------------------------------ driving
+
+    def run(self) -> Verdict:
+        started = _mid_life(self.unit)
+        if started is not None:
+            return Verdict(self.gid, INCONCLUSIVE, f"the recording starts after the group formed: line "
+                           f"{started.index} uses member id {started.request.get('member_id')!r}, which no "
+                           f"JoinGroup answer in the recording gave", len(self.unit), 0, line=started.index)
+        coordinator = Coordinator(self.settings.config)
+        t0 = self.recv_ms[0] if self.unit else 0
+        commands = coordinator.handle(ev.LoadPartition(now_ms=t0, partition=self.partition, records=()))
+        root = _Node(coordinator.snapshot(), (), 0, t0, frozenset(), frozenset(), Ids(), ())
+        root = self._timers(root, commands)
+        try:
+            found = self._dfs(root)
+        except _Budget:
+            return Verdict(self.gid, INCONCLUSIVE, f"search budget of {self.settings.budget} states spent "
+                           f"without an execution explaining every answer", len(self.unit), self.nodes)
+        if found:
+            return Verdict(self.gid, CONFORMS, "every answer explained", len(self.unit), self.nodes)
+        return self._divergence()
+
+    def _dfs(self, node: _Node) -> bool:
+        stack = [node]
+        while stack:
+            node = stack.pop()
+            key = self._key(node)
+            if key in self.seen:
+                continue
+            self.seen.add(key)
+            self.nodes += 1
+            if self.nodes > self.settings.budget:
+                raise _Budget()
+            if len(node.fed) == len(self.unit) and self.owed <= node.answered:
+                return True
+            children = []
+            for label, make in self._choices(node):
+                try:
+                    children.append(make())
+                except _Failure as f:
+                    self._failed(node, f)
+            stack.extend(reversed(children))  # the first choice is explored first
+        return False
+
+    def _key(self, node: _Node) -> tuple:
+        s = node.state
+        return (node.fed, node.answered, node.now_ms, tuple((d, k) for d, _, k, _ in node.timers), node.ids.key(),
+                repr(s.groups), repr(s.offsets), tuple(s.writes), repr(s.deferred), repr(s.committed_offsets))
+
+    def _choices(self, node: _Node) -> list:
+        out = []
+        writes = sorted(w for w, pw in node.state.writes.items() if pw.partition == self.partition)
+        if writes:
+            out.append(("write done", lambda: self._step(node, ev.WriteCompleted(now_ms=node.now_ms, write_id=writes[0]))))
+        unfed = [p for p in range(len(self.unit)) if p not in node.fed]
+        next_recv = min((self.recv_ms[p] for p in unfed), default=None)
+        due = node.timers[0] if node.timers else None
+        if due is not None and next_recv is not None and due[0] <= next_recv - self.tol:
+            out.append(("timer", lambda: self._fire(node, due)))  # fired before the next request arrived
+        else:
+            for p in self._ready(node, unfed):
+                out.append(("feed", lambda p=p: self._feed(node, p)))
+            horizon = next_recv if next_recv is not None else self._owed_until(node)
+            if due is not None and horizon is not None and due[0] <= horizon + self.tol:
+                out.append(("timer", lambda: self._fire(node, due)))
+            if self._empty_group(node):  # the expiration cycle's phase is unknown: it may run now
+                out.append(("expire", lambda: self._step(node, ev.TimerFired(
+                    now_ms=node.now_ms, key=ExpirationTimer(self.partition), payload=None))))
+        for e in self.write_errors:
+            for w in {writes[0], writes[-1]} if writes else ():
+                out.append(("write failed", lambda w=w, e=e: self._step(
+                    node, ev.WriteFailed(now_ms=node.now_ms, write_id=w, error=e))))
+        return out
+
+    def _ready(self, node: _Node, unfed: list[int]) -> list[int]:
+        """Requests that may reach the core next: none answered before it arrived is still unfed."""
+        out = []
+        for p in unfed:
+            recv = self.unit[p].recv_us
+            if not any(self.unit[q].send_us is not None and self.unit[q].send_us < recv for q in unfed if q != p):
+                out.append(p)
+        return out
+
+    def _owed_until(self, node: _Node) -> int | None:
+        late = [self.send_ms[p] for p in self.owed - node.answered if self.send_ms[p] is not None]
+        return max(late) if late else None
+
+    def _empty_group(self, node: _Node) -> bool:
+        group = node.state.groups.get(self.gid)
+        return group is not None and group.state.value == "Empty"
+
+    # ------------------------------------------------------------------ one input
+
+    def _feed(self, node: _Node, p: int) -> _Node:
+        obs = self.unit[p]
+        now = max(node.now_ms, self.recv_ms[p])
+        body = _to_core(obs.api, obs.request, node.ids)
+        try:
+            event = request_event(obs.api, obs.version, body, request_id=p, now_ms=now,
+                                  client_id=obs.client_id or "", new_member_uuid=f"obs{obs.index}")
+        except (schema.SchemaError, KeyError, TypeError) as e:
+            raise _Failure(p, f"the request cannot be read as {obs.api} v{obs.version}: {e}") from None
+        child = attrs.evolve(node, fed=node.fed | {p}, path=node.path + (p,))
+        return self._step(child, event)
+
+    def _fire(self, node: _Node, timer: tuple) -> _Node:
+        deadline, _, key, payload = timer
+        now = max(node.now_ms, deadline)
+        child = attrs.evolve(node, timers=node.timers[1:])
+        return self._step(child, ev.TimerFired(now_ms=now, key=key, payload=payload))
+
+    def _step(self, node: _Node, event) -> _Node:
+        coordinator = Coordinator.restore(node.state, self.settings.config)
+        commands = coordinator.handle(event)
+        ids = node.ids.copy()
+        answered = set(node.answered)
+        responds = [c for c in commands if isinstance(c, Respond)]
+        for c in responds:  # own ids first: a leader's member list names members answered in the same step
+            obs = self.unit[c.request_id]
+            if not bind_own_id(obs.api, obs.version, c.response, obs.response, ids):
+                raise _Failure(c.request_id, "the member id answered is another member's")
+        for c in responds:
+            p = c.request_id
+            obs = self.unit[p]
+            got = core_view(obs.api, obs.version, c.response, ids)
+            self.allowed.setdefault(p, set()).add(json.dumps(got, sort_keys=True))
+            if obs.response is None:
+                answered.add(p)
+                continue
+            if event.now_ms > self.send_ms[p] + self.tol:
+                raise _Failure(p, f"the spec answers at {event.now_ms} ms, after the broker did "
+                                  f"({self.send_ms[p]} ms)", got)
+            want = observed_view(obs.api, obs.response)
+            if got != want:
+                raise _Failure(p, "; ".join(differences(got, want)), got)
+            answered.add(p)
+        child = attrs.evolve(node, state=coordinator.snapshot(), now_ms=event.now_ms, ids=ids,
+                             answered=frozenset(answered))
+        child = self._timers(child, commands)
+        for p in self.owed - child.answered:  # broker answers the spec can no longer give in time
+            if self.send_ms[p] is not None and self.send_ms[p] + self.tol < child.now_ms:
+                raise _Failure(p, f"the broker answered at {self.send_ms[p]} ms; the spec has not by "
+                                  f"{child.now_ms} ms")
+        return child
+
+    def _timers(self, node: _Node, commands: list) -> _Node:
+        table = {k: (d, s, k, pl) for d, s, k, pl in node.timers}
+        seq = node.seq
+        for c in commands:
+            if isinstance(c, SetTimer) and not isinstance(c.key, ExpirationTimer):
+                seq += 1
+                table[c.key] = (c.deadline_ms, seq, c.key, c.payload)
+            elif isinstance(c, CancelTimer):
+                table.pop(c.key, None)
+            elif isinstance(c, CancelPartitionTimers):
+                table = {k: v for k, v in table.items() if k.partition != c.partition}
+        return attrs.evolve(node, timers=tuple(sorted(table.values(), key=lambda t: (t[0], t[1]))), seq=seq)
+
+    # ------------------------------------------------------------------ the report
+
+    def _failed(self, node: _Node, f: _Failure) -> None:
+        progress = (len(node.answered), len(node.fed))
+        if self.best is None or progress > self.best[0]:
+            self.best = (progress, f, node.path + ((f.pos,) if f.pos not in node.path else ()))
+
+    def _divergence(self) -> Verdict:
+        if self.best is None:
+            return Verdict(self.gid, DIVERGES, "no execution of the spec explains the recording",
+                           len(self.unit), self.nodes)
+        _, f, path = self.best
+        obs = self.unit[f.pos]
+        return Verdict(self.gid, DIVERGES, f"{obs.api} v{obs.version} (line {obs.index}): {f.why}",
+                       len(self.unit), self.nodes, line=obs.index, observed=obs.response,
+                       allowed=tuple(sorted(self.allowed.get(f.pos, ()))),
+                       excerpt=tuple(self.unit[p].index for p in path))
+
+
+def _mid_life(unit: list[Obs]) -> Obs | None:
+    """The first accepted request naming a member id no JoinGroup answer before it gave."""
+    issued: list[tuple[int, str]] = []
+    for o in unit:
+        if o.api == "JoinGroup" and o.response and o.response.get("member_id") and o.send_us is not None:
+            issued.append((o.send_us, o.response["member_id"]))
+    for o in sorted(unit, key=lambda o: o.recv_us):
+        mid = o.request.get("member_id") or ""
+        if not mid or o.response is None or o.response.get("error_code", 0) != 0:
+            continue
+        if o.api == "OffsetCommit" and o.request.get("generation_id_or_member_epoch", -1) < 0:
+            continue
+        if not any(sent <= o.recv_us and m == mid for sent, m in issued):
+            return o
+    return None
+
+
+def _to_core(api: str, body: dict, ids: Ids) -> dict:
+    """The request with the broker's member ids replaced by the core's."""
+    out = dict(body)
+    if "member_id" in out and isinstance(out["member_id"], str):
+        out["member_id"] = ids.core(out["member_id"])
+    if api == "SyncGroup":
+        out["assignments"] = [{**a, "member_id": ids.core(a["member_id"])} for a in body.get("assignments", ())]
+    elif api == "LeaveGroup" and "members" in body:
+        out["members"] = [{**m, "member_id": ids.core(m.get("member_id", ""))} for m in body["members"]]
+    return out
+
+
+def _codes(value: Any, into: set) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if k == "error_code" and isinstance(v, int):
+                into.add(v)
+            else:
+                _codes(v, into)
+    elif isinstance(value, list):
+        for v in value:
+            _codes(v, into)
