@@ -83,6 +83,9 @@ def build_parser() -> Parser:
     from groupcoord.adapters.cli.tla import add_tla_command
 
     add_tla_command(sub)  # tla check, tla validate, tla mutants
+    from groupcoord.adapters.cli.record import add_record_command
+
+    add_record_command(sub)
     return parser
 
 
@@ -108,6 +111,10 @@ def _run(args) -> int:
         from groupcoord.adapters.cli.tla import run_tla_command
 
         return run_tla_command(args)
+    if args.command == "record":
+        from groupcoord.adapters.cli.record import run_record
+
+        return run_record(args)
     if args.command == "demo":
         from groupcoord.adapters.sim.demo import run_demo
 
