@@ -93,6 +93,8 @@ ROWS = [
     (["bench", "replay", "--groups", "x"], "argument --groups: expected a whole number"),
     (["bench", "replay", "--engines", "plain,gpu"], "argument --engines: unknown engines 'gpu'"),
     (["bench", "replay", "--trace", "{inputs}/missing"], "--trace {inputs}/missing: no such file or directory"),
+    (["bench", "proxy", "--count", "5"], "argument --count: expected a whole number of at least 10, got '5'"),
+    (["bench", "proxy", "--quick"], "unrecognized arguments: --quick"),
     # --- record: the addresses, the output directory, then the upstream and the listener (nothing written)
     (["record"], "the following arguments are required: --upstream, --out"),
     (["record", "--upstream", "localhost", "--out", "o"], "argument --upstream: expected HOST:PORT, got 'localhost'"),
