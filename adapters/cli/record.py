@@ -87,12 +87,19 @@ async def _record(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     writer: ObservedWriter | None = None
+    lost: list[str] = []  # a write that failed: the recording stops, exit 1
 
-    def record(r: dict) -> None:
-        writer.write(r)
+    def saving(write, *what) -> None:
+        if lost:
+            return
+        try:
+            write(*what)
+        except OSError as e:
+            lost.append(f"cannot write to {args.out}: {e.strerror or e}")
+            stop.set()
 
-    proxy = RecordingProxy(args.upstream, args.listen, record,
-                           on_brokers=lambda: write_meta(args.out, proxy.meta()))
+    proxy = RecordingProxy(args.upstream, args.listen, lambda r: saving(writer.write, r),
+                           on_brokers=lambda: saving(write_meta, args.out, proxy.meta()))
     try:
         await proxy.bind()
     except OSError as e:
@@ -108,7 +115,10 @@ async def _record(args: argparse.Namespace) -> int:
           f"{writer.path.parent}", file=sys.stderr, flush=True)
     await stop.wait()
     await proxy.stop()
-    path = writer.close()
-    write_meta(args.out, proxy.meta(stopped=True))
-    print(f"stopped: {writer.count} records in {path}", file=sys.stderr, flush=True)
+    saving(writer.close)
+    saving(write_meta, args.out, proxy.meta(stopped=True))
+    if lost:
+        print(f"{args.prog}: error: {lost[0]}; stopped", file=sys.stderr, flush=True)
+        return 1
+    print(f"stopped: {writer.count} records in {args.out}", file=sys.stderr, flush=True)
     return 0
