@@ -5,7 +5,7 @@ contracts in pyproject.toml say the same and tests/test_house.py checks them:
     cli
     tla
     bench | conformance
-    sim | wire
+    sim | wire | observe
     replay
     runtime
     storage

@@ -1,5 +1,6 @@
 """Benchmarks that print numbers: the core (``core``), the replay (``replay``), the server on
-loopback (``server``) and storage (``storage``).
+loopback (``server``), storage (``storage``) and the recording proxy's cost (``proxy``).
 
-May import: ``sim``, ``wire`` and everything below them; not ``conformance`` (a sibling).
+May import: ``sim``, ``wire``, ``observe`` and everything below them; not ``conformance`` (a
+sibling).
 """

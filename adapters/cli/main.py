@@ -79,6 +79,10 @@ def build_parser() -> Parser:
     q = bench.add_parser("replay", help="the replay on Spark against the plain replay and the core alone")
     q.add_argument("--quick", action="store_true", help="smaller runs (for smoke tests)")
     add_bench_replay_arguments(q)
+    q = bench.add_parser("proxy", help="Heartbeat round trips direct and through `groupcoord record`")
+    q.add_argument("--count", type=parsing.number(int, 10, "a whole number of at least 10"), default=20_000,
+                   help="heartbeats each way in each phase (default 20000): one connection with one in "
+                        "flight (latency), then 4 connections back to back (requests/s)")
     add_replay_commands(sub)
     from groupcoord.adapters.cli.tla import add_tla_command
 
@@ -86,6 +90,9 @@ def build_parser() -> Parser:
     from groupcoord.adapters.cli.verify import add_verify_command
 
     add_verify_command(sub)
+    from groupcoord.adapters.cli.record import add_record_command
+
+    add_record_command(sub)
     return parser
 
 
@@ -115,6 +122,10 @@ def _run(args) -> int:
         from groupcoord.adapters.cli.verify import run_verify
 
         return run_verify(args)
+    if args.command == "record":
+        from groupcoord.adapters.cli.record import run_record
+
+        return run_record(args)
     if args.command == "demo":
         from groupcoord.adapters.sim.demo import run_demo
 
@@ -131,6 +142,10 @@ def _run(args) -> int:
         from groupcoord.adapters.bench.server import run_server_bench
 
         return run_server_bench(quick=args.quick)
+    if args.command == "bench" and args.target == "proxy":
+        from groupcoord.adapters.bench.proxy import run_proxy_bench
+
+        return run_proxy_bench(args.count)
     if args.command == "bench" and args.target == "storage":
         from groupcoord.adapters.bench.storage import run_storage_bench
 

@@ -5,5 +5,5 @@ seeded set-up and incidents (``workload``) and the run's summary and progress ba
 (``report``); and the narrated rebalance demo (``demo``).
 
 May import: ``replay``, ``runtime``, ``storage``, ``client``, ``protocol``, ``checks`` and
-``groupcoord.core``; not ``wire`` (a sibling).
+``groupcoord.core``; not ``wire`` or ``observe`` (siblings).
 """

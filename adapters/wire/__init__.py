@@ -9,5 +9,5 @@ on instead of sleeping (``watch``); and the clocks (``clock``), the log lines (`
 the server's settings (``options``).
 
 May import: ``replay``, ``runtime``, ``storage``, ``client``, ``protocol``, ``checks`` and
-``groupcoord.core``; not ``sim`` (a sibling).
+``groupcoord.core``; not ``sim`` or ``observe`` (siblings).
 """

