@@ -111,8 +111,17 @@ def read_observed(out_dir: str | Path) -> list[dict]:
 
 
 def _json_lines(path: Path) -> Iterator[dict]:
+    """Each line's record; a line that is not one raises ValueError naming the file and line."""
     with open(path, encoding="utf-8") as f:
-        for line in f:
+        for n, line in enumerate(f, start=1):
             if not line.endswith("\n"):  # the record being written when the recorder died
                 return
-            yield json.loads(line)
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as e:
+                raise ValueError(f"{path}:{n}: not JSON ({e.msg})") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}:{n}: not a record (a JSON object)")
+            yield record

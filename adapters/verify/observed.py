@@ -9,6 +9,7 @@ from typing import Any, Iterable, Iterator
 
 import attrs
 
+from groupcoord.adapters.observe import trace
 from groupcoord.adapters.protocol import schema
 
 # APIs whose request names exactly the group it is about (the field holding it).
@@ -36,32 +37,37 @@ class Obs:
     response: dict | None  # the same, as observed (bytes as hex text: how they are compared)
 
 
-def read(path: str | Path) -> list[Obs]:
-    """Every pair of the trace at ``path`` (a directory holding observed.jsonl, or that file)."""
+def trace_dir(path: str | Path) -> Path:
+    """The recording directory of ``path`` (the directory, or one of its trace files)."""
     p = Path(path)
-    if p.is_dir():
-        p = p / "observed.jsonl"
+    return p if p.is_dir() else p.parent
+
+
+def read(path: str | Path) -> list[Obs]:
+    """Every pair of the recording at ``path`` (observe.trace reads JSON Lines or Parquet)."""
+    d = trace_dir(path)
     try:
-        lines = p.read_text(encoding="utf-8").splitlines()
+        records = trace.read_observed(d)
+    except FileNotFoundError as e:
+        raise TraceError(str(e)) from None
     except OSError as e:
-        raise TraceError(f"{p}: {e.strerror or e}") from None
+        raise TraceError(f"{d}: {e.strerror or e}") from None
     except UnicodeDecodeError:
-        raise TraceError(f"{p}: not UTF-8 text") from None
-    return [obs for obs in (parse_line(line, p, n) for n, line in enumerate(lines, start=1) if line.strip())]
+        raise TraceError(f"{d}: not UTF-8 text") from None
+    except ValueError as e:
+        raise TraceError(str(e)) from None
+    return [from_record(r, n, f"{d} record {n}") for n, r in enumerate(records, start=1)]
 
 
-def parse_line(line: str, path: Path, n: int) -> Obs:
-    """Line ``n`` of ``path``; TraceError names both when it is not a pair."""
-    where = f"{path}:{n}"
+def from_record(r: dict, n: int, where: str) -> Obs:
+    """Record ``n`` (its place from 1: a line of observed.jsonl); TraceError names ``where``."""
     try:
-        r = json.loads(line)
         api, version = r["api"], r["version"]
         request = fields_from_json(api, version, 0, r["request"])
-        response = r["response"]
         send_us = r["send_us"]
         obs = Obs(index=n, conn=int(r["conn"]), recv_us=int(r["recv_us"]),
                   send_us=None if send_us is None else int(send_us), api=api, version=version,
-                  client_id=r.get("client_id"), request=request, response=response)
+                  client_id=r.get("client_id"), request=request, response=r["response"])
     except (ValueError, KeyError, TypeError, schema.SchemaError) as e:
         raise TraceError(f"{where}: not an observed request/response pair ({e})") from None
     if obs.response is not None and not isinstance(obs.response, dict):
@@ -95,14 +101,8 @@ def _from_json(fields, body: dict) -> dict:
 
 
 def to_json(value: Any) -> Any:
-    """A field value as the trace writes it: bytes as hex text."""
-    if isinstance(value, (bytes, bytearray)):
-        return bytes(value).hex()
-    if isinstance(value, dict):
-        return {k: to_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [to_json(v) for v in value]
-    return value
+    """A field value as the trace holds it (observe.trace's one conversion: bytes as hex)."""
+    return json.loads(trace.dumps(value))
 
 
 def groups_of(obs: Obs) -> tuple[str, ...]:
@@ -148,16 +148,12 @@ def iter_units(split_: Split) -> Iterator[tuple[str, list[Obs]]]:
     yield from sorted(split_.units.items())
 
 
-def dump(pairs: Iterable[Obs], directory: str | Path) -> Path:
-    """Write ``pairs`` as an observed trace (DIR/observed.jsonl), in the order given."""
+def dump(pairs: Iterable[Obs], directory: str | Path, fmt: str = "jsonl") -> Path:
+    """Write ``pairs`` as a recording (observe.trace's writer), in the order given."""
     from groupcoord.adapters.protocol.codec import API_KEYS
 
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    with open(d / "observed.jsonl", "w", encoding="utf-8") as f:
-        for o in pairs:
-            f.write(json.dumps({"conn": o.conn, "broker": -1, "recv_us": o.recv_us, "send_us": o.send_us,
-                                "api": o.api, "api_key": API_KEYS[o.api], "version": o.version,
-                                "correlation_id": o.index, "client_id": o.client_id,
-                                "request": to_json(o.request), "response": o.response}) + "\n")
-    return d / "observed.jsonl"
+    writer = trace.ObservedWriter(directory, fmt)
+    for o in pairs:
+        writer.write(trace.observed(o.conn, -1, o.recv_us, o.send_us, o.api, API_KEYS[o.api], o.version, o.index,
+                                    o.client_id, o.request, o.response))
+    return writer.close()

@@ -23,21 +23,41 @@ def verify_plain(path: str, settings: Settings) -> tuple[list[Verdict], dict]:
 
 
 def verify_spark(path: str, settings: Settings, master: str) -> tuple[list[Verdict], dict]:
-    """Each group's pairs go to one task (grouped by group id); only verdicts come back."""
+    """Each group's pairs go to one task (grouped by group id); only verdicts come back. JSON
+    Lines are read by the executors line by line (a bad line names its file and line)."""
+    from groupcoord.adapters.observe.trace import JSONL
     from groupcoord.adapters.replay.spark_session import spark_session
 
-    file = Path(path) / "observed.jsonl" if Path(path).is_dir() else Path(path)
-    observed.read(file)  # a bad line is reported with its file and line before Spark starts
+    d = observed.trace_dir(path)
+    if not (d / JSONL).exists():  # Parquet, or a crashed recording's journal: read here, handed out by group
+        return _spark_records(observed.read(d), settings, master)
     spark = spark_session(master, "groupcoord-verify")
     try:
-        name = str(file)
+        name = str(d / JSONL)
         keyed = spark.sparkContext.textFile(name).zipWithIndex().flatMap(lambda li: _keyed(li, name)).cache()
-        unchecked = dict(keyed.filter(lambda kv: kv[0][0] == "unchecked").map(lambda kv: (kv[0][1], 1))
-                         .reduceByKey(lambda a, b: a + b).collect())
-        units = keyed.filter(lambda kv: kv[0][0] == "group").map(lambda kv: (kv[0][1], kv[1])).groupByKey()
-        rows = units.map(lambda gu: _verdict_row(gu[0], list(gu[1]), settings)).collect()
+        return _spark_verdicts(keyed, settings)
     finally:
         spark.stop()
+
+
+def _spark_records(pairs: list, settings: Settings, master: str) -> tuple[list[Verdict], dict]:
+    from groupcoord.adapters.replay.spark_session import spark_session
+
+    spark = spark_session(master, "groupcoord-verify")
+    try:
+        return _spark_verdicts(spark.sparkContext.parallelize(pairs).flatMap(_key), settings)
+    finally:
+        spark.stop()
+
+
+def _spark_verdicts(keyed, settings: Settings) -> tuple[list[Verdict], dict]:
+    bad = keyed.filter(lambda kv: kv[0][0] == "error").take(1)
+    if bad:
+        raise observed.TraceError(bad[0][0][1])
+    unchecked = dict(keyed.filter(lambda kv: kv[0][0] == "unchecked").map(lambda kv: (kv[0][1], 1))
+                     .reduceByKey(lambda a, b: a + b).collect())
+    units = keyed.filter(lambda kv: kv[0][0] == "group").map(lambda kv: (kv[0][1], kv[1])).groupByKey()
+    rows = units.map(lambda gu: _verdict_row(gu[0], list(gu[1]), settings)).collect()
     return [Verdict(**r) for r in sorted(rows, key=lambda r: r["group_id"])], unchecked
 
 
@@ -45,7 +65,19 @@ def _keyed(line_index: tuple, file: str) -> list:
     line, index = line_index
     if not line.strip():
         return []
-    obs = observed.parse_line(line, Path(file), index + 1)
+    where = f"{file}:{index + 1}"
+    try:
+        record = json.loads(line)
+        if not isinstance(record, dict):
+            raise ValueError("not a JSON object")
+        return _key(observed.from_record(record, index + 1, where))
+    except observed.TraceError as e:
+        return [(("error", str(e)), None)]
+    except ValueError as e:
+        return [(("error", f"{where}: not JSON ({e})"), None)]
+
+
+def _key(obs) -> list:
     groups = observed.groups_of(obs) if obs.api in observed.CHECKED_APIS else ()
     if len(groups) == 1:
         return [(("group", groups[0]), obs)]

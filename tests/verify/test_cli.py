@@ -57,7 +57,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path, two, capsys):
     path.write_text("\n".join(lines) + "\n")
     assert main(["verify", str(tmp_path / "t")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("groupcoord verify: error: ") and "observed.jsonl:5:" in err[0]
+    assert len(err) == 1 and err[0].startswith("groupcoord verify: error: ") and "observed.jsonl:5: not JSON" in err[0]
     assert main(["verify", str(tmp_path / "missing")]) == 2
     assert main(["verify", str(tmp_path / "t"), "--group.max.size", "0"]) == 2
     assert "group.max.size must be at least 1" in capsys.readouterr().err
@@ -76,3 +76,17 @@ def test_the_spark_engine_gives_the_plain_engines_verdicts(tmp_path, two):
     b = json.loads((tmp_path / "spark" / "summary.json").read_text())
     assert (b["engine"], b["groups"], b["conforms"], b["diverges"]) == ("spark", 2, 1, 1)
     assert a["diverging_groups"] == b["diverging_groups"]
+    path = tmp_path / "t" / "observed.jsonl"
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join(lines[:3] + ["{not json"] + lines[3:]) + "\n")
+    bad = subprocess.run([sys.executable, "-m", "groupcoord.adapters.cli.main", "verify", str(tmp_path / "t"),
+                          "--engine", "spark", "--master", "local[1]"], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines()[-1].startswith("groupcoord verify: error: ")
+    assert "observed.jsonl:4: not JSON" in bad.stderr
+
+
+def test_a_parquet_recording_is_read_too(tmp_path, two, capsys):
+    dump(two, tmp_path / "t", fmt="parquet")
+    assert (tmp_path / "t" / "observed.parquet").exists()
+    assert main(["verify", str(tmp_path / "t")]) == 0
+    assert capsys.readouterr().out.startswith("1 groups: 1 conform")
