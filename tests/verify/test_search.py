@@ -10,7 +10,7 @@ from groupcoord.adapters.verify.from_core import observe
 from groupcoord.adapters.verify.observed import split
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, INCONCLUSIVE, Settings, verify_group
 
-from tests.verify.scripts import CONFIG, TWO_MEMBERS, heartbeat, join, planted, sync
+from verify_scripts import CONFIG, TWO_MEMBERS, heartbeat, join, planted, sync
 
 
 def _verify(pairs, **settings):

@@ -12,7 +12,7 @@ from groupcoord.adapters.cli.main import main
 from groupcoord.adapters.verify.from_core import observe
 from groupcoord.adapters.verify.observed import dump
 
-from tests.verify.scripts import CONFIG, TWO_MEMBERS, planted
+from verify_scripts import CONFIG, TWO_MEMBERS, planted
 
 
 @pytest.fixture(scope="module")
