@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import events as ev
-from .commands import JoinGroupResponse, SyncGroupResponse, Write
+from .commands import JoinGroupResponse, SyncGroupResponse, SyncTimer, Write
 from .continuations import (
     AfterNewGroup,
     AfterStaticReplace,
@@ -77,11 +77,12 @@ class Writes:
 
     def _finish_write(self, write: PendingWrite, error: Error | None) -> None:
         self._op = {}
+        later = any(w.partition == write.partition and w.write_id > write.write_id for w in self._writes.values())
         for callback in write.callbacks:
             if type(callback) is DeleteResult:
                 self._delete_result(write.write_id, callback.request_id, callback.group_ids, error)
             else:
-                self._run_callback(callback, error)
+                self._run_callback(callback, error, later)
         # Callbacks do not write again in Kafka's classic coordinator; a failed write's
         # follow-up (a new rebalance) writes nothing until its own completion.
         followups, self._op = self._op, {}
@@ -106,38 +107,41 @@ class Writes:
                 keep.append(entry)
         self._deferred = keep
 
-    def _run_callback(self, callback, error: Error | None) -> None:
+    def _run_callback(self, callback, error: Error | None, later: bool) -> None:
+        """``later``: a later write of the partition is still in flight."""
         kind = type(callback)
         if kind is AfterSync or kind is AfterStaticReplace:
             self._step(callback.group_id, Written(callback, error))
         elif kind is AfterNewGroup:
             if error is not None:
-                self._rollback_new_group(callback.group_id, callback.request_id, error, callback.displaced)
+                self._rollback_new_group(callback.group_id, error, callback.displaced, later)
         elif kind is UndoOffsets:
             self._offsets_written(callback.changes, error)
         elif kind is RestoreGroup:
             # A failed tombstone brings the group back (its offsets come back through the
-            # offsets' undo). If a new group took the id meanwhile and its creation is still
-            # in flight, the old group comes back should that creation fail too (Kafka reverts
-            # both operations).
+            # offsets' undo). If a new group took the id and its creation is still in flight,
+            # the old group comes back should that creation fail too (Kafka reverts both). A
+            # "simple" group that took it (nobody joining) has no record of its own: the log
+            # holds the old group with its offsets, and memory follows the log.
             if error is not None:
-                if callback.group_id not in self._groups:
+                holder = self._groups.get(callback.group_id)
+                if holder is None or (not self._displace_on_rollback(callback.group_id, callback.group)
+                                      and _is_simple(holder) and not holder.pending_members):
                     self._groups[callback.group_id] = callback.group
-                else:
-                    self._displace_on_rollback(callback.group_id, callback.group)
         elif kind is DropSimpleGroup:
             gid = callback.group_id
             group = self._groups.get(gid)
-            if error is not None and group is not None and group.state is EMPTY and group.protocol_type is None \
-                    and group.generation_id == 0 and not self._offsets.get(gid):
+            if error is not None and group is not None and _is_simple(group) and not self._offsets.get(gid):
                 self._remove_group(gid)
         # AfterEmptyGroup: Kafka only logs a failure of that record.
 
-    def _rollback_new_group(self, group_id: str, request_id, error: Error, displaced=None) -> None:
+    def _rollback_new_group(self, group_id: str, error: Error, displaced, later: bool) -> None:
         """The record committing a new group failed: the group never existed (Kafka reverts
         its in-memory state), and a group whose deletion failed meanwhile is back. Its parked
         requests are answered with the translated error. Offsets are left to their own
-        writes' undo: they may be the deleted group's, restored."""
+        writes' undo: they may be the deleted group's, restored. Kafka's revert removes the
+        group even when its join completed meanwhile (nothing written since: the write is the
+        newest); after writes that may record it (outcomes in order, D6) it stays."""
         group = self._groups.get(group_id)
         if group is None:
             # A later tombstone deleted the group meanwhile: its failure must not bring back a
@@ -146,7 +150,7 @@ class Writes:
             if displaced is not None:
                 self._groups[group_id] = displaced
             return
-        if group.generation_id != 0:
+        if group.generation_id != 0 and later:
             return
         translated = translate_append_error(error)
         for member in group.members.values():
@@ -154,19 +158,23 @@ class Writes:
                 self._respond(member.awaiting_join.request_id, JoinGroupResponse(error_code=translated))
             if member.awaiting_sync is not None:
                 self._respond(member.awaiting_sync.request_id, SyncGroupResponse(error_code=translated))
+        if group.generation_id != 0:  # its join completed: a sync timer may be armed
+            self._cancel(SyncTimer(group.partition, group_id))
         if displaced is None:
             del self._groups[group_id]
         else:
             self._groups[group_id] = displaced
 
-    def _displace_on_rollback(self, group_id: str, group) -> None:
-        """Attach ``group`` to the in-flight creation write of the group now holding its id."""
+    def _displace_on_rollback(self, group_id: str, group) -> bool:
+        """Attach ``group`` to the in-flight creation write of the group now holding its id
+        (False: there is none)."""
         for write_id, write in self._writes.items():
             callbacks = tuple(evolve(c, displaced=group) if type(c) is AfterNewGroup and c.group_id == group_id
                               and c.displaced is None else c for c in write.callbacks)
             if callbacks != write.callbacks:
                 self._writes[write_id] = evolve(write, callbacks=callbacks)
-                return
+                return True
+        return False
 
     def _forget_restores(self, group_id: str) -> None:
         """Drop the group's RestoreGroup callbacks from the in-flight writes up to its next
@@ -261,6 +269,11 @@ class Writes:
         flight stay, for those writes to settle (readers see them until then)."""
         self._groups.pop(group_id, None)
         self._offsets.pop(group_id, None)
+
+
+def _is_simple(group) -> bool:
+    """A group made by an OffsetCommit alone (generation -1 commits): no record of its own."""
+    return group.state is EMPTY and group.protocol_type is None and group.generation_id == 0
 
 
 def _without_pending(callback, group_id: str, member_id: str):

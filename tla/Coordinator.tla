@@ -5,9 +5,10 @@
 (*                                                                         *)
 (* * One action per input event of Coordinator.handle: JoinGroup,          *)
 (*   SyncGroup, Heartbeat, LeaveGroup, DeleteGroups, the four timer kinds  *)
-(*   (heartbeat, join, sync, expire), WriteCompleted, WriteFailed and      *)
-(*   UnloadPartition. LoadPartition is the initial state (Init), and with   *)
-(*   Reloads a later step (the log, `stored`, read again).                 *)
+(*   (heartbeat, join, sync, expire), WriteCompleted, WriteFailed (of the  *)
+(*   oldest write, or the newest: FailOrder) and UnloadPartition.         *)
+(*   LoadPartition is the initial state (Init), and with Reloads a later   *)
+(*   step (the log, `stored`, read again).                                 *)
 (* * Clients are an unconstrained environment: any request at any time,    *)
 (*   with any member id of the pool Ids (members, pending ids, stale or    *)
 (*   unknown ones), any instance id, stale generations. Every choice the   *)
@@ -55,7 +56,9 @@ CONSTANTS
     CommitVersions,    \* OffsetCommit versions (v9+: GROUP_ID_NOT_FOUND for a group not held)
     Subscriptions,     \* protocol metadata -> the topics it subscribes to (absent: unreadable)
     Reloads,           \* TRUE: the partition may be loaded again (by this or another coordinator)
-    BatchLeaves        \* TRUE: a LeaveGroup may also carry two identities (KIP-345's batch leave)
+    BatchLeaves,       \* TRUE: a LeaveGroup may also carry two identities (KIP-345's batch leave)
+    FailOrder          \* which in-flight write may fail: "oldest" (contract rule 4), "newest" (Kafka: the
+                       \* batch being appended fails first; a lone write is both), or "both"
 
 Empty == "Empty"
 Preparing == "PreparingRebalance"
@@ -334,7 +337,8 @@ OffsetTombstones(G, ks) ==
 
 \* Set the keys of `changes` (<<key, offset or None>>, distinct keys) at once; their undo rides on
 \* the operation's write: each entry remembers the write that set it (`by`, its place in
-\* `writes`), each key its committed value while writes of it are in flight.
+\* `writes`; 0: none in flight), each undo the write that set the value before (`pby`), each key its
+\* committed value while writes of it are in flight.
 Entry(v, by) == [off |-> v, by |-> by]
 RECURSIVE SetEach(_, _, _)
 SetEach(G, changes, undo) ==
@@ -342,34 +346,41 @@ SetEach(G, changes, undo) ==
     ELSE LET c == CHOOSE c \in changes : TRUE
              k == c[1]
              prev == IF k \in DOMAIN G.offs THEN G.offs[k].off ELSE None
+             pby == IF k \in DOMAIN G.offs THEN G.offs[k].by ELSE 0
              G1 == [G EXCEPT !.cmt = IF k \in DOMAIN @ THEN [@ EXCEPT ![k].n = @ + 1]
                                      ELSE SetKey(@, k, [v |-> prev, n |-> 1]),
                              !.offs = IF c[2] = None THEN DropKey(@, k)
                                       ELSE SetKey(@, k, Entry(c[2], Len(G.writes) + 1))]
-         IN SetEach(G1, changes \ {c}, undo \cup {[key |-> k, prev |-> prev, wrote |-> c[2]]})
+         IN SetEach(G1, changes \ {c}, undo \cup {[key |-> k, prev |-> prev, pby |-> pby, wrote |-> c[2]]})
 SetOffsets(G, changes) == SetEach(G, changes, {})
 
 \* One key's write is done: on success its value is committed; on failure the key goes back to
 \* the committed value when no other write of it is in flight, else to the value before this
 \* write where this write's value is still the latest (committed_counts_writes: the key's
-\* committed value is there). The write being finished is writes[1] (they complete in order).
-OffsetWritten(G, u, err) ==
+\* committed value is there). The write being finished is writes[pos]: the oldest (1), or the newest
+\* when it fails first (the value before it is then back, with the write that set it).
+OffsetWritten(G, u, err, pos) ==
     LET slot == G.cmt[u.key]
         n == slot.n - 1
         has == u.key \in DOMAIN G.offs
-        latest == IF u.wrote = None THEN ~has ELSE has /\ G.offs[u.key].by = 1
+        latest == IF u.wrote = None THEN ~has ELSE has /\ G.offs[u.key].by = pos
         val == IF n = 0 THEN slot.v ELSE u.prev
+        by == IF n = 0 THEN 0 ELSE u.pby
         G1 == IF err = None \/ (n > 0 /\ ~latest) THEN G
-              ELSE [G EXCEPT !.offs = IF val = None THEN DropKey(@, u.key) ELSE SetKey(@, u.key, Entry(val, 0))]
+              ELSE [G EXCEPT !.offs = IF val = None THEN DropKey(@, u.key) ELSE SetKey(@, u.key, Entry(val, by))]
     IN [G1 EXCEPT !.cmt = IF n = 0 THEN DropKey(@, u.key)
                           ELSE SetKey(@, u.key, [v |-> IF err = None THEN u.wrote ELSE slot.v, n |-> n])]
-RECURSIVE OffsetsWritten(_, _, _)
-OffsetsWritten(G, undo, err) ==
+RECURSIVE OffsetsWritten(_, _, _, _)
+OffsetsWritten(G, undo, err, pos) ==
     IF undo = {} THEN G
-    ELSE LET u == CHOOSE u \in undo : TRUE IN OffsetsWritten(OffsetWritten(G, u, err), undo \ {u}, err)
+    ELSE LET u == CHOOSE u \in undo : TRUE IN OffsetsWritten(OffsetWritten(G, u, err, pos), undo \ {u}, err, pos)
 \* The oldest write is gone: entries it set are written, the others' writes move up one place.
+Up(i) == IF i > 0 THEN i - 1 ELSE 0
+ShiftUndo(c) ==
+    IF c.k = "offsets" THEN [c EXCEPT !.undo = {[u EXCEPT !.pby = Up(u.pby)] : u \in c.undo}] ELSE c
 ShiftWrites(G) ==
-    [G EXCEPT !.offs = [k \in DOMAIN G.offs |-> [G.offs[k] EXCEPT !.by = IF @ > 0 THEN @ - 1 ELSE 0]]]
+    [G EXCEPT !.offs = [k \in DOMAIN G.offs |-> [G.offs[k] EXCEPT !.by = Up(@)]],
+              !.writes = [i \in DOMAIN G.writes |-> [G.writes[i] EXCEPT !.cbs = [j \in DOMAIN @ |-> ShiftUndo(@[j])]]]]
 
 \* What a fetch without require_stable reads: the latest values, except keys with writes in
 \* flight, which read their committed value (writes._committed_offsets).
@@ -870,46 +881,56 @@ ForgetRestores(G) ==
         ELSE G.writes[i]]]
 
 \* The new group never existed; a group whose deletion failed meanwhile (snap) comes back.
-RollbackNewGroup(G, err, snap) ==
+\* Kafka's revert removes it even when its join completed meanwhile; after writes that may
+\* record it (`later`: outcomes in order, D6) it stays once its generation moved.
+RollbackNewGroup(G, err, snap, later) ==
     IF G.st = Absent
     THEN LET G1 == ForgetRestores(G) IN IF snap = None THEN G1 ELSE Restore(G1, snap)
-    ELSE IF G.st = Dead \/ G.gen # 0 THEN G
-    ELSE LET G1 == AnswerAll(G, G.members, TranslateAppend(err)) IN
+    ELSE IF G.st = Dead \/ (G.gen # 0 /\ later) THEN G
+    ELSE LET G0 == AnswerAll(G, G.members, TranslateAppend(err))
+             G1 == IF G.gen # 0 THEN Cancel(G0, SyncKey) ELSE G0 IN
          IF snap = None THEN Drop(G1) ELSE Restore(G1, snap)
 
 \* writes._displace_on_rollback: a failed tombstone while a new group holds the id; the old
 \* group is attached to the first in-flight creation write, to come back if that fails too.
+\* Without one, a simple group holding the id (nobody joining) has no record of its own: the
+\* log holds the old group with its offsets, and the old group is back.
 FreeCreation(c) == c.k = "new_group" /\ c.snap = None
+\* A group made by OffsetCommits alone (writes._is_simple): no record of its own.
+Simple(G) == G.st = Empty /\ G.ptype = None /\ G.gen = 0
 Displace(G, snap) ==
     LET ws == {i \in 1..Len(G.writes) : \E j \in 1..Len(G.writes[i].cbs) : FreeCreation(G.writes[i].cbs[j])} IN
-    IF ws = {} THEN G
+    IF ws = {} THEN (IF Simple(G) /\ G.pending = {} THEN Restore(G, snap) ELSE G)
     ELSE LET i == CHOOSE i \in ws : \A l \in ws : i <= l
              cbs == G.writes[i].cbs
          IN [G EXCEPT !.writes[i].cbs =
                 [j \in 1..Len(cbs) |-> IF FreeCreation(cbs[j]) THEN [cbs[j] EXCEPT !.snap = snap] ELSE cbs[j]]]
 
-RunCallback(G, cb, err) ==
+RunCallback(G, cb, err, pos) ==
     CASE cb.k = "sync" -> SyncWritten(G, cb, err)
       [] cb.k = "static_replace" -> StaticReplaceWritten(G, cb, err)
-      [] cb.k = "new_group" -> IF err = None THEN G ELSE RollbackNewGroup(G, err, cb.snap)
+      [] cb.k = "new_group" -> IF err = None THEN G ELSE RollbackNewGroup(G, err, cb.snap, pos = 1 /\ G.writes # <<>>)
       [] cb.k = "restore_group" ->
             IF err = None THEN G ELSE IF G.st = Absent THEN Restore(G, cb.snap) ELSE Displace(G, cb.snap)
-      [] cb.k = "offsets" -> OffsetsWritten(G, cb.undo, err)
+      [] cb.k = "offsets" -> OffsetsWritten(G, cb.undo, err, pos)
       [] cb.k = "drop_simple" ->   \* a simple group whose first commit failed goes, if nothing is left
-            IF err # None /\ G.st = Empty /\ G.ptype = None /\ G.gen = 0 /\ DOMAIN G.offs = {}
+            IF err # None /\ Simple(G) /\ DOMAIN G.offs = {}
             THEN RemoveGroup(G) ELSE G
       [] cb.k = "delete_result" ->
             Respond(G, <<"DeleteGroups", "">>, DeleteResp(IF err = None THEN NONE ELSE TranslateOperation(err)))
       [] OTHER -> G   \* "empty_group": Kafka only logs a failure
 
-RECURSIVE RunCallbacks(_, _, _)
-RunCallbacks(G, cbs, err) ==
-    IF cbs = <<>> THEN G ELSE RunCallbacks(RunCallback(G, Head(cbs), err), Tail(cbs), err)
+RECURSIVE RunCallbacks(_, _, _, _)
+RunCallbacks(G, cbs, err, pos) ==
+    IF cbs = <<>> THEN G ELSE RunCallbacks(RunCallback(G, Head(cbs), err, pos), Tail(cbs), err, pos)
 
-FinishWrite(G, w, err) ==
-    LET G1 == EmitWrite(ShiftWrites(RunCallbacks([G EXCEPT !.recs = <<>>, !.cbs = <<>>], w.cbs, err)), None) IN
+\* The write that was writes[pos] (taken out of G.writes) is done.
+FinishWriteAt(G, w, err, pos) ==
+    LET G0 == RunCallbacks([G EXCEPT !.recs = <<>>, !.cbs = <<>>], w.cbs, err, pos)
+        G1 == EmitWrite(IF pos = 1 THEN ShiftWrites(G0) ELSE G0, None) IN
     IF w.resp = None THEN G1
     ELSE Respond(G1, w.resp.to, IF err = None THEN w.resp.r ELSE ErrorForm(w.resp.r, TranslateOperation(err)))
+FinishWrite(G, w, err) == FinishWriteAt(G, w, err, 1)
 
 \* coordinator._release_deferred after the oldest write is done.
 RECURSIVE Release(_, _, _)
@@ -924,6 +945,15 @@ DoWriteDone(G, err) ==
         G0 == IF err = None THEN [G EXCEPT !.stored = ApplyAll(@, w.recs)] ELSE G   \* acknowledged: in the log
         G1 == FinishWrite([G0 EXCEPT !.writes = Tail(@)], w, err)
     IN Release(G1, G1.held, <<>>)
+
+\* The newest of several writes fails first, as Kafka fails the batch being appended (its state
+\* goes back to before that batch) while older batches wait for replication. Results held behind
+\* it wait for the older writes only; none is released until the oldest is done.
+DoLastWriteFailed(G, err) ==
+    LET n == Len(G.writes)
+        G0 == [G EXCEPT !.writes = SubSeq(@, 1, n - 1),
+                        !.held = [i \in DOMAIN @ |-> [@[i] EXCEPT !.wait = IF @ >= n THEN n - 1 ELSE @]]]
+    IN FinishWriteAt(G0, G.writes[n], err, n)
 
 -----------------------------------------------------------------------------
 (* UnloadPartition (loading._on_unload) *)
@@ -1055,8 +1085,11 @@ WriteCompleted ==
     /\ writes # <<>>
     /\ Assign(DoWriteDone(Cur, None)) /\ event' = [type |-> "WriteCompleted"]
 WriteFailed(e) ==
-    /\ writes # <<>>
+    /\ writes # <<>> /\ (FailOrder # "newest" \/ Len(writes) = 1)
     /\ Assign(DoWriteDone(Cur, e)) /\ event' = [type |-> "WriteFailed", error |-> e]
+WriteFailedLast(e) ==
+    /\ FailOrder # "oldest" /\ Len(writes) >= 2
+    /\ Assign(DoLastWriteFailed(Cur, e)) /\ event' = [type |-> "WriteFailedLast", error |-> e]
 
 \* The partition moves away; the first `durable` in-flight writes reached the log (only where the
 \* partition may be loaded again: nothing else reads the log).
@@ -1177,6 +1210,7 @@ Coordinator ==
        \/ \E aged \in AgedChoices(Cur) : ExpireTimer(aged)
        \/ WriteCompleted
        \/ \E e \in WriteErrors : WriteFailed(e)
+       \/ \E e \in WriteErrors : WriteFailedLast(e)
        \/ \E d \in Durable : UnloadPartition(d)
 
 \* Unloaded, with nothing left to ask: only stuttering (not a deadlock).

@@ -64,6 +64,15 @@ SyncTimerWhileAwaitingSync == state = Completing /\ pendingSync # {} => SyncKey 
 \* Every held result waits for a write; an unloaded partition holds nothing.
 HeldOnlyBehindWrites == held # <<>> => writes # <<>>
 NothingLeftWhenDead == state = Dead => writes = <<>> /\ held = <<>> /\ DOMAIN timers = {}
+\* With no write in flight, memory is not behind the log: a reload would bring back neither a
+\* group that memory dropped nor other offsets (memory may be ahead: a rebalance writes when
+\* it ends). Checked where writes fail newest first, as Kafka's do (MCFailover); with the
+\* oldest first (contract rule 4, D6) they do not hold, and LogGenerationNotAhead holds in
+\* neither order (tla/README.md, Findings).
+SettledAlive == writes = <<>> /\ state # Dead
+LogGroupHeld == SettledAlive /\ stored.grp # None => state # Absent
+LogOffsetsHeld == SettledAlive => LatestView(Cur) = stored.offs
+LogGenerationNotAhead == SettledAlive /\ stored.grp # None /\ state # Absent => generation >= stored.grp.gen
 
 (* Offsets *)
 \* Which keys each in-flight write changes (its undo).
@@ -113,9 +122,10 @@ LegalStep == state \in GroupStates /\ state' \in GroupStates /\ state' # state =
 Loading == Ev.type = "LoadPartition"
 legal_transition == [][Loading \/ LegalStep]_vars
 dead_is_absorbing == [][state = Dead /\ ~Loading => state' = Dead]_vars
-\* A failed write creating the group reverts it: the group never existed, and a group whose
-\* deletion failed meanwhile comes back with its own generation (Kafka reverts both writes).
-Reverted == Ev.type = "WriteFailed" /\ generation = 0
+\* A failed write creating the group reverts it (whatever its generation by then): the group
+\* never existed, and a group whose deletion failed meanwhile comes back, Empty, with its own
+\* generation (Kafka reverts both writes).
+Reverted == Ev.type \in {"WriteFailed", "WriteFailedLast"} /\ (generation = 0 \/ state' \in {Absent, Empty})
 generation_monotonic == [][Held /\ HeldNext /\ ~Reverted /\ ~Loading => generation' >= generation]_vars
 generation_step == [][Held /\ HeldNext /\ ~Reverted /\ ~Loading => generation' \in {generation, generation + 1}]_vars
 generation_bump_iff_join_completed ==
@@ -315,7 +325,7 @@ ActionProperties ==
 (* Liveness, under LiveSpec (fair timers and writes) *)
 
 PreparingIsLeft == state = Preparing ~> state # Preparing
-CompletingSettles == state = Completing ~> state \in {Stable, Preparing, Empty, Dead}
+CompletingSettles == state = Completing ~> state \in {Stable, Preparing, Empty, Dead, Absent}  \* Absent: its creation reverted
 
 \* Every request owed an answer is eventually answered (AnsweredExactlyOnce: a request stops
 \* being owed only by its answer, but for Kafka's two exceptions): eventually nothing is owed

@@ -273,9 +273,10 @@ ONE_EVENT_TRANSITIONS = frozenset(_DIRECT | _VIA_PREPARING)
 
 def reverted_recreation(before: Group | None, after: Group | None, event: Any) -> bool:
     """Whether ``after`` may be another group than ``before``: a failed write reverted both the
-    creation of ``before`` (generation 0) and the deletion of the Empty group it had replaced."""
+    creation of ``before`` (at any generation: Kafka's revert removes it even after its join
+    completed) and the deletion of the Empty group it had replaced."""
     return (isinstance(event, ev.WriteFailed) and before is not None and after is not None
-            and before.generation_id == 0 and after.state is EMPTY)
+            and after.state is EMPTY)
 
 
 def check_transition(before: Group | None, after: Group | None, event: Any = None) -> list[str]:
@@ -297,7 +298,7 @@ def check_transition(before: Group | None, after: Group | None, event: Any = Non
         return out
     if after is None:
         allowed = (before.state is EMPTY or isinstance(event, ev.UnloadPartition)
-                   or (isinstance(event, ev.WriteFailed) and before.generation_id == 0))
+                   or isinstance(event, ev.WriteFailed))  # a failed creation write reverts the group
         if not allowed:
             bad(REMOVAL_ALLOWED, f"removed from {before.state} (generation {before.generation_id}, members "
                                  f"{list(before.members)}) by {type(event).__name__}")

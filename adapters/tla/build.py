@@ -274,7 +274,7 @@ class Model:
     def __init__(self, ids, instances, protocols, protocol_types, rebalance_timeouts, session_timeouts,
                  join_versions, write_errors, reduce: bool, offset_keys=(), offset_values=(), commit_versions=(),
                  partial_expiry: bool = True, reloads: bool = False,
-                 batch_leaves: bool = False) -> None:
+                 batch_leaves: bool = False, fail_order: str = "oldest") -> None:
         self.ids = sorted(ids)
         self.instances = sorted(instances)
         self.protocols = list(protocols)
@@ -290,6 +290,7 @@ class Model:
         self.partial_expiry = partial_expiry
         self.reloads = reloads
         self.batch_leaves = batch_leaves
+        self.fail_order = fail_order
 
 
 def spec_inputs(s: F, model: Model) -> list[F]:
@@ -356,7 +357,10 @@ def spec_inputs(s: F, model: Model) -> list[F]:
     if s["writes"]:
         out.append(F(type="WriteCompleted"))
         for e in model.write_errors:
-            out.append(F(type="WriteFailed", error=e))
+            if model.fail_order != "newest" or len(s["writes"]) == 1:
+                out.append(F(type="WriteFailed", error=e))
+            if model.fail_order != "oldest" and len(s["writes"]) >= 2:
+                out.append(F(type="WriteFailedLast", error=e))
     if s["state"] != "Dead":
         out.extend(F(type="UnloadPartition", durable=k) for k in (range(len(s["writes"]) + 1) if model.reloads else [0]))
     elif model.reloads and s["budget"] != 0:
@@ -428,6 +432,9 @@ def core_event(e: F, built: Built):
         return ev.WriteCompleted(now_ms=NOW_MS, write_id=1)
     if t == "WriteFailed":
         return ev.WriteFailed(now_ms=NOW_MS, write_id=1, error=Error[e["error"]])
+    if t == "WriteFailedLast":  # the built core numbers its writes 1, 2, ... in the spec's order
+        return ev.WriteFailed(now_ms=NOW_MS, write_id=max(built.state.writes),
+                              error=Error[e["error"]])
     if t == "UnloadPartition":
         return ev.UnloadPartition(now_ms=NOW_MS, partition=PARTITION)
     if t == "LoadPartition":

@@ -364,4 +364,4 @@ def model_from_cfg(cfg_text: str, mc_text: str) -> Model:
                  write_errors=value("WriteErrors"), reduce=value("Reduce"), offset_keys=value("OffsetKeys"),
                  offset_values=value("OffsetValues"), commit_versions=value("CommitVersions"),
                  partial_expiry=value("PartialExpiry"), reloads=value("Reloads"),
-                 batch_leaves=value("BatchLeaves"))
+                 batch_leaves=value("BatchLeaves"), fail_order=value("FailOrder"))

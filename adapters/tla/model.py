@@ -212,7 +212,7 @@ class Alpha:
                  pname=g["protocolName"], leader=g["leader"], members=g["members"], mem=g["mem"],
                  pending=g["pending"], psync=g["pendingSync"], nma=g["newMemberAdded"], subs=g["subs"])
 
-    def callback(self, cb) -> F:
+    def callback(self, cb, places: dict[int, int]) -> F:
         kind = type(cb)
         ids = self.ids
         if kind is AfterSync and cb.group_id == self.gid:
@@ -231,7 +231,7 @@ class Alpha:
             return F(k="restore_group", snap=self.snapshot(cb.group))
         if kind is DeleteResult and tuple(cb.group_ids) == (self.gid,):
             return F(k="delete_result")
-        read = offsets.read_callback(cb, self.gid)
+        read = offsets.read_callback(cb, self.gid, places)
         if read is not None:
             return read
         raise OutOfModel(f"write callback {kind.__name__}")
@@ -291,8 +291,9 @@ class Alpha:
                        subs=None)
         out.update(offsets.read_state(snap, self.gid, writes) if p in snap.partitions
                    else dict(offsets=(), committed=()))
+        places = offsets.setters(self.gid, writes)
         out["writes"] = tuple(
-            F(recs=self.write_records[w.write_id], cbs=tuple(self.callback(cb) for cb in w.callbacks),
+            F(recs=self.write_records[w.write_id], cbs=tuple(self.callback(cb, places) for cb in w.callbacks),
               resp=None if w.request is None else F(to=self.tag_of_request(w.request), r=self.response(w.response)))
             for w in writes)
         held = []

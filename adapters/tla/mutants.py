@@ -15,9 +15,10 @@ hypothesis traces, recorded through the mutated core, with the spec unchanged), 
 (``Catch``): the property TLC found violated, the scenario step, the value where the core and
 the spec first differ. An exception (the core raising, TLC failing to evaluate the spec) is a
 crash, not a catch: the next check runs, and a mutant caught only by crashes fails. A mutant
-with ``expect`` must be caught through it: the property TLC names (for a liveness property,
-which TLC does not name, the configuration checks that one alone), or the field where the graph
-check finds the core and the spec differ first.
+with ``expect`` must be caught through it: TLC runs the configuration with that property alone
+(so another one violated first cannot stand in for it, and a liveness property, which TLC does
+not name, is the one found), or the graph check names the field where the core and the spec
+differ first.
 """
 
 from __future__ import annotations
@@ -265,6 +266,18 @@ MUTANTS: list[Mutant] = [
                                      ("    LET slot == G.cmt[u.key]\n",
                                       "    IF u.key \\notin DOMAIN G.cmt THEN G ELSE\n    LET slot == G.cmt[u.key]\n")]},
            checks=("tlc-offsets",), expect="committed_counts_writes"),
+    Mutant("spec-failed-tombstone-loses-group",
+           "a deleted group whose tombstone fails is not brought back, though the log still holds it "
+           "(in the spec)", "issue #17 (durability)",
+           spec={"Coordinator.tla": [("IF err = None THEN G ELSE IF G.st = Absent THEN Restore(G, cb.snap) ELSE Displace(G, cb.snap)",
+                                      "IF err = None THEN G ELSE IF G.st = Absent THEN G ELSE Displace(G, cb.snap)")]},
+           checks=("tlc-failover",), expect="LogGroupHeld"),
+    Mutant("spec-newest-failure-reverts-to-committed",
+           "the newest write failing first puts back the committed value, not the older in-flight write's "
+           "(in the spec)", "issue #17 (writes failing out of order)",
+           spec={"Coordinator.tla": [("        val == IF n = 0 THEN slot.v ELSE u.prev\n",
+                                      "        val == slot.v\n")]},
+           checks=("tlc-failover",), expect="LogOffsetsHeld"),
     # Every request answered, and a cooperative group reaches Stable (issue #17 item 6).
     Mutant("spec-leave-drops-parked-join",
            "a member leaving while its JoinGroup is parked is removed without an answer to that JoinGroup "

@@ -39,29 +39,36 @@ def _value(entry: OffsetEntry | None):
 # ----------------------------------------------------------------------------- core -> spec
 
 
-def read_state(snap, gid: str, writes: list) -> dict:
-    """``offsets`` and ``committed`` of group ``gid``; ``writes``: the partition's in flight, in order."""
-    setters: dict[int, int] = {}  # id(entry) -> the place of the write that set it
+def setters(gid: str, writes: list) -> dict[int, int]:
+    """id(entry) -> the place (1, 2, ...) of the in-flight write that set it; ``writes`` in order."""
+    places: dict[int, int] = {}
     for place, w in enumerate(writes, start=1):
         for cb in w.callbacks:
             if type(cb) is UndoOffsets:
                 for g, _key, _before, after in cb.changes:
                     if g == gid and after is not None:
-                        setters[id(after)] = place
+                        places[id(after)] = place
+    return places
+
+
+def read_state(snap, gid: str, writes: list) -> dict:
+    """``offsets`` and ``committed`` of group ``gid``; ``writes``: the partition's in flight, in order."""
+    places = setters(gid, writes)
     latest = snap.offsets.get(gid, {})
-    offsets = {key: F(off=e.offset, by=setters.get(id(e), 0)) for key, e in latest.items()}
+    offsets = {key: F(off=e.offset, by=places.get(id(e), 0)) for key, e in latest.items()}
     shadow = snap.committed_offsets.get(gid, {})
     committed = {key: F(v=_value(slot[0]), n=slot[1]) for key, slot in shadow.items()}
     return dict(offsets=fn(offsets), committed=fn(committed))
 
 
-def read_callback(cb, gid: str) -> F | None:
-    """The spec's callback for an offsets continuation (None: not one)."""
+def read_callback(cb, gid: str, places: dict[int, int]) -> F | None:
+    """The spec's callback for an offsets continuation (None: not one); ``places``: see setters."""
     kind = type(cb)
     if kind is UndoOffsets:
         if any(g != gid for g, *_ in cb.changes):
             raise OutOfModel("a write changing offsets of another group")
-        return F(k="offsets", undo=frozenset(F(key=key, prev=_value(before), wrote=_value(after))
+        return F(k="offsets", undo=frozenset(F(key=key, prev=_value(before), pby=places.get(id(before), 0),
+                                               wrote=_value(after))
                                              for _, key, before, after in cb.changes))
     if kind is DropSimpleGroup and cb.group_id == gid:
         return F(k="drop_simple")
@@ -146,6 +153,7 @@ class Built:
         self.latest = {key: entry(e["off"]) for key, e in offs.items()}
         cmt = s["committed"] if isinstance(s["committed"], dict) else {}
         self.committed = {key: (None if c["v"] is None else entry(c["v"]), c["n"]) for key, c in cmt.items()}
+        self.written: dict = {}  # (place, key) -> the entry that write set: a later undo's previous one
 
     def undo(self, cb, gid: str, place: int) -> UndoOffsets:
         """The core's undo of the write at ``place`` in ``writes``: its value is the latest
@@ -159,7 +167,9 @@ class Built:
                 after = self.latest[key]
             else:
                 after = entry(wrote)
-            changes.append((gid, key, None if u["prev"] is None else entry(u["prev"]), after))
+            self.written[place, key] = after
+            before = None if u["prev"] is None else self.written.get((u["pby"], key)) or entry(u["prev"])
+            changes.append((gid, key, before, after))
         return UndoOffsets(tuple(changes))
 
 

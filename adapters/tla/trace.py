@@ -153,6 +153,8 @@ class Recorder:
             alpha.tags[event.request_id] = alpha.tag_of_request(event)
         before = self.coordinator.snapshot()
         spec_event = alpha.event(event)
+        if spec_event["type"] == "WriteFailed":
+            spec_event = _failed_write(spec_event, event.write_id, before, alpha.partition)
         if isinstance(event, ev.LoadPartition):
             log = alpha.log(event.records)
             if self.rows and log != alpha.stored:
@@ -269,3 +271,14 @@ def unit_trace(events: list, config: CoordinatorConfig, gid: str, name: str) -> 
     elif unit.stopped is None:
         unit.stopped = "nothing for the spec to check: no step of the group after its partition's load"
     return unit
+
+
+def _failed_write(spec_event: F, write_id: int, before, partition: int) -> F:
+    """A failed write is the oldest of its partition's in flight (WriteFailed) or, of several,
+    the newest (WriteFailedLast: an append that fails first); the spec has no other order."""
+    ids = sorted(w.write_id for w in before.writes.values() if w.partition == partition)
+    if write_id == ids[0]:
+        return spec_event
+    if write_id == ids[-1]:
+        return F(type="WriteFailedLast", error=spec_event["error"])
+    raise OutOfModel("a write failed while older and newer writes of its partition were in flight")

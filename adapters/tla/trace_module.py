@@ -46,7 +46,7 @@ def module_text(trace: Trace | list) -> tuple[str, str]:
     ids = set().union(*(_ids(t) for t in traces))
     instances = set().union(*(t.instances for t in traces))
     errors = {r["event"]["error"] for t in traces for r in t.rows
-              if r["event"]["type"] == "WriteFailed"} or {"NOT_COORDINATOR"}
+              if r["event"]["type"] in ("WriteFailed", "WriteFailedLast")} or {"NOT_COORDINATOR"}
     logs = ",\n".join("<<\n  " + ",\n  ".join(f"[event |-> {fmt(r['event'])},\n   s |-> {fmt(r['s'])}]"
                                                 for r in t.rows) + ">>" for t in traces)
     protocols = {p[0] for t in traces for r in t.rows if r["event"]["type"] == "JoinGroup" for p in r["event"]["protos"]}
@@ -91,6 +91,7 @@ Step(e) ==
       [] e.type = "TimerFired" /\\ e.key[1] = "expire" -> ExpireTimer(e.aged)
       [] e.type = "WriteCompleted" -> WriteCompleted
       [] e.type = "WriteFailed" -> WriteFailed(e.error)
+      [] e.type = "WriteFailedLast" -> WriteFailedLast(e.error)
       [] e.type = "UnloadPartition" -> UnloadPartition(e.durable)
       [] e.type = "LoadPartition" -> IF state = Dead THEN Reload ELSE Failover(e.durable)
 TraceInit == k \\in 1..Len(TraceLogs) /\\ i = 1 /\\ Init /\\ Match(TraceLog[1].s)
@@ -128,6 +129,7 @@ TraceSpec == TraceInit /\\ [][TraceNext]_<<vars, i, k>>
     Reloads = TRUE
     Reduce = FALSE
     BatchLeaves = FALSE
+    FailOrder = "both"
 SPECIFICATION TraceSpec
 INVARIANTS
 {chr(10).join('    ' + n for n in invariants)}

@@ -147,7 +147,8 @@ HYPO_CONFIG = CoordinatorConfig(offsets_topic_num_partitions=1, group_initial_re
 def events_from_choices(choices: list[int], config: CoordinatorConfig = HYPO_CONFIG,
                         model: Model = HYPO_MODEL) -> list:
     """Core events: at each step, the input ``choices[k]`` (modulo their number) among those the
-    spec's environment may send in the current state; writes complete in order."""
+    spec's environment may send in the current state; writes complete in order, the oldest or
+    the newest may fail."""
     rec = Recorder(config, GROUP)
     load = ev.LoadPartition(now_ms=0, partition=PARTITION, records=())
     rec.feed(load)
@@ -159,7 +160,8 @@ def events_from_choices(choices: list[int], config: CoordinatorConfig = HYPO_CON
         seen = set(rec.alpha.ids.to_spec.values())
         local = Model(sorted(set(model.ids) | seen), model.instances, model.protocols, model.protocol_types,
                       model.rebalance_timeouts, model.session_timeouts, model.join_versions, model.write_errors,
-                      model.reduce, model.offset_keys, model.offset_values, model.commit_versions)
+                      model.reduce, model.offset_keys, model.offset_values, model.commit_versions,
+                      fail_order="both")  # the newest write may fail first too (Kafka's order)
         inputs = [e for e in spec_inputs(s, local) if e["type"] != "UnloadPartition" or k == len(choices) - 1]
         inputs.sort(key=fmt)  # not in the core's (hash-dependent) set order
         kinds = sorted({_kind(e) for e in inputs})
@@ -206,9 +208,10 @@ def _core_event(e: F, rec: Recorder, k: int, writes: list[int]):
     oldest = min(rec.coordinator.snapshot().writes) if t in ("WriteCompleted", "WriteFailed") else None
     if t == "WriteCompleted":
         return ev.WriteCompleted(now_ms=now, write_id=oldest)
-    if t == "WriteFailed":
+    if t in ("WriteFailed", "WriteFailedLast"):
         from groupcoord.core.errors import Error
-        return ev.WriteFailed(now_ms=now, write_id=oldest, error=Error[e["error"]])
+        failed = oldest if t == "WriteFailed" else max(rec.coordinator.snapshot().writes)
+        return ev.WriteFailed(now_ms=now, write_id=failed, error=Error[e["error"]])
     if t == "UnloadPartition":
         return ev.UnloadPartition(now_ms=now, partition=PARTITION)
     raise ValueError(t)

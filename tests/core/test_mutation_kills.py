@@ -1647,3 +1647,113 @@ def test_a_static_member_replaced_before_it_synced_leaves_the_sync_timer_to_reba
     assert static_id in d.coordinator.group("g").pending_sync
     d.advance(20_000)  # the sync timer: the rebalance timeout from the join phase's end (sessions: 60 s)
     assert d.coordinator.group("g").state.value == "PreparingRebalance"
+
+
+def test_a_failed_tombstone_brings_the_group_back_over_a_simple_group_holding_its_id():
+    """A simple group (OffsetCommits alone) writes no group record, so after the deleted group's
+    tombstone fails the log holds that group, with the simple group's offsets: memory follows
+    the log, as a reload of it shows."""
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    _, (member,), _ = _stable(d, "g")
+    d.send("LeaveGroup", {"group_id": "g", "members": [{"member_id": member}]}, version=3)
+    deleted = d.coordinator.group("g")  # Empty, with a record of generation 1
+    assert deleted.state.value == "Empty" and deleted.protocol_type == "consumer"
+    d.hold_writes()
+    d.send("DeleteGroups", {"groups_names": ["g"]}, version=2)
+    _commit(d, "g", offsets=(("t", 0, 7),))  # a simple group takes the id
+    delete_g, commit_g = d.in_flight
+    assert d.coordinator.group("g").protocol_type is None
+    _settle(d, delete_g, Error.NOT_LEADER_OR_FOLLOWER)
+    assert d.coordinator.group("g") == deleted
+    _settle(d, commit_g)
+    in_memory = (d.coordinator.group("g"), d.coordinator.offsets("g"))
+    d.reload()
+    reloaded = (d.coordinator.group("g"), d.coordinator.offsets("g"))
+    assert in_memory[0].protocol_type == reloaded[0].protocol_type == "consumer"
+    assert in_memory[0].generation_id == reloaded[0].generation_id
+    assert {k: e.offset for k, e in in_memory[1].items()} == {k: e.offset for k, e in reloaded[1].items()} != {}
+
+
+def test_a_failed_tombstone_leaves_a_simple_group_someone_is_joining():
+    """With a member id handed out on the simple group (MEMBER_ID_REQUIRED), the holder stays:
+    its pending member is not the log's to drop."""
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    _empty_group(d, "g")
+    d.advance(5 * 60_000 + 1)
+    d.hold_writes()
+    d.send("DeleteGroups", {"groups_names": ["g"]}, version=2)
+    _commit(d, "g", offsets=(("t", 0, 7),))
+    holder = d.coordinator.group("g")
+    delete_g, _ = d.in_flight
+    d.send("JoinGroup", {"group_id": "g", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 20_000,
+                         "member_id": "", "protocol_type": "consumer",
+                         "protocols": [{"name": "range", "metadata": b"m"}]}, version=4)
+    joining = d.coordinator.group("g")
+    if joining.protocol_type is not None:  # the join made it a group of its own: nothing to test
+        pytest.skip("a JoinGroup sets the protocol type of a simple group")
+    assert joining.pending_members and joining is not holder
+    _settle(d, delete_g, Error.NOT_LEADER_OR_FOLLOWER)
+    assert d.coordinator.group("g").pending_members == joining.pending_members
+
+
+def test_the_newest_write_failing_first_goes_back_to_the_older_writes_value():
+    """Kafka fails the batch being appended while older ones wait (contract rule 4's
+    exception): the newest commit's undo brings back the value of the older commit still in
+    flight, which then completes; readers saw the committed value throughout."""
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    _commit(d, "g", offsets=(("t", 0, 1),))
+    d.hold_writes()
+    _commit(d, "g", offsets=(("t", 0, 2),))
+    _commit(d, "g", offsets=(("t", 0, 3),))
+    older, newest = d.in_flight
+    _settle(d, newest, Error.NOT_LEADER_OR_FOLLOWER)
+    assert d.coordinator.offsets("g")[("t", 0)].offset == 2
+    _settle(d, older)
+    assert d.coordinator.offsets("g")[("t", 0)].offset == 2
+    d.reload()
+    assert d.coordinator.offsets("g")[("t", 0)].offset == 2
+
+
+def _completed_join_with_creation_in_flight(d):
+    """A new group whose join phase completed (generation 1) while its creation write waits."""
+    d.hold_writes()
+    join = _join(d, "g", version=3)
+    d.advance(3_000)  # group.initial.rebalance.delay.ms
+    assert d.responses[join].generation_id == 1 and d.coordinator.group("g").state.value == "CompletingRebalance"
+    (create,) = d.in_flight
+    return create, d.responses[join].member_id
+
+
+def test_a_failed_creation_removes_the_group_even_after_its_join_completed():
+    """Kafka's revert removes a new group whose creation write failed, whatever its generation
+    (GroupMetadataManager.classicGroupJoin: "This will revert the snapshot, removing the newly
+    created group"); its sync timer goes with it."""
+    from groupcoord.core.commands import CancelTimer, SyncTimer
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    create, _ = _completed_join_with_creation_in_flight(d)
+    emitted = _settle(d, create, Error.NOT_LEADER_OR_FOLLOWER)
+    assert d.coordinator.group("g") is None
+    assert CancelTimer(SyncTimer(0, "g")) in emitted
+
+
+def test_a_failed_creation_keeps_the_group_when_a_later_write_may_record_it():
+    """Outcomes in order (D6): a later write of the partition, here the leader's assignment,
+    may still record the group, so the failed creation leaves it."""
+    from groupcoord.core.errors import Error
+
+    d = _driver()
+    create, member = _completed_join_with_creation_in_flight(d)
+    sync = _sync(d, member, 1, assignments=((member, b"a"),))
+    assert len(d.in_flight) == 2
+    _settle(d, create, Error.NOT_LEADER_OR_FOLLOWER)
+    assert d.coordinator.group("g") is not None and d.coordinator.group("g").generation_id == 1
+    _settle(d, d.in_flight[0])
+    assert d.responses[sync].error_code is Error.NONE
