@@ -169,14 +169,16 @@ class Link:
             out = codec.encode_response(pending.api_key, pending.version, correlation_id, moved)
         return out, fields
 
-    def _write(self, correlation_id: int, pending: Pending, send_us: int | None, response: dict | None) -> None:
+    def _write(self, correlation_id: int, pending: Pending, send_us: int | None, response: dict | None,
+               open_until_us: int | None = None) -> None:
         self.hub.record(observed(self.number, self.broker, pending.recv_us, send_us, RECORDED[pending.api_key],
                                  pending.api_key, pending.version, correlation_id, pending.client_id,
-                                 pending.request, response))
+                                 pending.request, response, open_until_us))
 
     def _abandon(self) -> None:
         """Requests that got no response (the connection closed, or the proxy stopped)."""
+        until = now_us()
         for correlation_id, pending in self.pending.items():
             if pending.request is not None:
-                self._write(correlation_id, pending, None, None)
+                self._write(correlation_id, pending, None, None, until)
         self.pending.clear()

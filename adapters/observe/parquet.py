@@ -16,13 +16,13 @@ from groupcoord.adapters.observe.trace import COLUMNS, dumps
 SCHEMA = pa.schema([
     ("conn", pa.int32()), ("broker", pa.int32()), ("recv_us", pa.int64()), ("send_us", pa.int64()),
     ("api", pa.string()), ("api_key", pa.int16()), ("version", pa.int16()), ("correlation_id", pa.int32()),
-    ("client_id", pa.string()), ("request", pa.string()), ("response", pa.string()),
+    ("client_id", pa.string()), ("request", pa.string()), ("response", pa.string()), ("open_until_us", pa.int64()),
 ])
 _JSON_TEXT = ("request", "response")
 
 
 def write_parquet(records: list[dict], path: Path) -> None:
-    columns = {name: [r[name] for r in records] for name in COLUMNS}
+    columns = {name: [r.get(name) for r in records] for name in COLUMNS}
     for name in _JSON_TEXT:
         columns[name] = [None if v is None else dumps(v) for v in columns[name]]
     pq.write_table(pa.table(columns, schema=SCHEMA), path)
@@ -34,4 +34,4 @@ def read_parquet(path: Path) -> list[dict]:
         for name in _JSON_TEXT:
             if row[name] is not None:
                 row[name] = json.loads(row[name])
-    return [{name: row[name] for name in COLUMNS} for row in rows]
+    return [{name: row.get(name) for name in COLUMNS} for row in rows]

@@ -24,7 +24,7 @@ META = "meta.json"
 RECORDED_APIS = ("FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit",
                  "OffsetFetch", "OffsetDelete", "DescribeGroups", "ListGroups", "DeleteGroups")
 COLUMNS = ("conn", "broker", "recv_us", "send_us", "api", "api_key", "version", "correlation_id", "client_id",
-           "request", "response")
+           "request", "response", "open_until_us")
 
 
 def jsonable(value: Any) -> Any:
@@ -40,11 +40,13 @@ def dumps(value: Any) -> str:
 
 
 def observed(conn: int, broker: int, recv_us: int, send_us: int | None, api: str, api_key: int, version: int,
-             correlation_id: int, client_id: str | None, request: dict, response: dict | None) -> dict:
-    """One record, its keys in the format's order."""
+             correlation_id: int, client_id: str | None, request: dict, response: dict | None,
+             open_until_us: int | None = None) -> dict:
+    """One record, its keys in the format's order. ``open_until_us``: for a request never
+    answered, until when it was known to wait (its connection closed, or the recording ended)."""
     return {"conn": conn, "broker": broker, "recv_us": recv_us, "send_us": send_us, "api": api, "api_key": api_key,
             "version": version, "correlation_id": correlation_id, "client_id": client_id, "request": request,
-            "response": response}
+            "response": response, "open_until_us": open_until_us}
 
 
 class ObservedWriter:

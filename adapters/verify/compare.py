@@ -39,8 +39,8 @@ class Ids:
         return self.to_core.get(obs_id, obs_id)
 
     def obs(self, core_id: str) -> str:
-        # an id the broker never showed cannot equal one it did
-        return self.to_obs.get(core_id, "" if not core_id else f"<unseen {core_id}>")
+        # an unbound id is one a request named (the core made up none the broker did not show)
+        return self.to_obs.get(core_id, core_id)
 
     def key(self) -> tuple:
         return tuple(sorted(self.to_core.items()))
@@ -64,6 +64,34 @@ def bind_own_id(api: str, version: int, response, observed: dict | None, ids: Id
     if not core_id or not obs_id:
         return True  # an error answer names no new member; compared with the rest
     return ids.bind(obs_id, core_id)
+
+
+def bind_listed(api: str, version: int, response, observed: dict | None, ids: Ids) -> None:
+    """Member lists (a leader's JoinGroup answer, DescribeGroups) show ids a client may use
+    without its own JoinGroup answer in the trace: unbound ones are paired by what else the
+    entry shows (client, instance, metadata) when that is unique, else by place."""
+    if observed is None or api not in ("JoinGroup", "DescribeGroups"):
+        return
+    core = to_json(response_fields(api, version, response))
+    if api == "JoinGroup":
+        mine, theirs = core.get("members", ()), observed.get("members", ())
+    else:
+        mine = [m for g in core.get("groups", ()) for m in g.get("members", ())]
+        theirs = [m for g in observed.get("groups", ()) for m in g.get("members", ())]
+    mine = [m for m in mine if m.get("member_id") and m["member_id"] not in ids.to_obs]
+    theirs = [m for m in theirs if m.get("member_id") and m["member_id"] not in ids.to_core]
+
+    def sig(m: dict) -> tuple:
+        return tuple(str(m.get(k)) for k in ("client_id", "group_instance_id", "metadata", "member_metadata"))
+
+    for m in list(mine):
+        same = [t for t in theirs if sig(t) == sig(m)]
+        if len(same) == 1 and sum(1 for x in mine if sig(x) == sig(m)) == 1:
+            ids.bind(same[0]["member_id"], m["member_id"])
+            mine.remove(m)
+            theirs.remove(same[0])
+    for m, t in zip(mine, theirs):
+        ids.bind(t["member_id"], m["member_id"])
 
 
 def _normal(api: str, body: dict, to_obs) -> dict:

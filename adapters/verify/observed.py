@@ -35,6 +35,7 @@ class Obs:
     client_id: str | None
     request: dict  # Kafka's fields, bytes as bytes
     response: dict | None  # the same, as observed (bytes as hex text: how they are compared)
+    open_until_us: int | None = None  # unanswered: known to wait until then (none came before)
 
 
 def trace_dir(path: str | Path) -> Path:
@@ -67,7 +68,8 @@ def from_record(r: dict, n: int, where: str) -> Obs:
         send_us = r["send_us"]
         obs = Obs(index=n, conn=int(r["conn"]), recv_us=int(r["recv_us"]),
                   send_us=None if send_us is None else int(send_us), api=api, version=version,
-                  client_id=r.get("client_id"), request=request, response=r["response"])
+                  client_id=r.get("client_id"), request=request, response=r["response"],
+                  open_until_us=r.get("open_until_us"))
     except (ValueError, KeyError, TypeError, schema.SchemaError) as e:
         raise TraceError(f"{where}: not an observed request/response pair ({e})") from None
     if obs.response is not None and not isinstance(obs.response, dict):
@@ -126,19 +128,37 @@ class Split:
     unchecked: dict  # reason -> count
 
 
+# A request about several groups is, for each, that group's part: Kafka handles them one by one.
+_PARTS = {"DeleteGroups": ("groups_names", "results"), "DescribeGroups": ("groups", "groups"),
+          "OffsetFetch": ("groups", "groups")}
+
+
+def per_group(obs: Obs) -> list[tuple[str, Obs]]:
+    """(group, the pair as that group's alone) for each group ``obs`` is about."""
+    groups = groups_of(obs) if obs.api in CHECKED_APIS else ()
+    if len(groups) <= 1:
+        return [(g, obs) for g in groups]
+    asked, answered = _PARTS[obs.api]
+    out = []
+    for g in dict.fromkeys(groups):
+        request = {**obs.request, asked: [e for e in obs.request[asked] if (e if isinstance(e, str) else e["group_id"]) == g]}
+        response = obs.response
+        if response is not None:
+            response = {**response, answered: [e for e in response.get(answered, ()) if e.get("group_id") == g]}
+        out.append((g, attrs.evolve(obs, request=request, response=response)))
+    return out
+
+
 def split(pairs: Iterable[Obs]) -> Split:
     units: dict[str, list[Obs]] = {}
     unchecked: dict[str, int] = {}
     for obs in pairs:
-        groups = groups_of(obs) if obs.api in CHECKED_APIS else ()
-        if obs.api not in CHECKED_APIS:
-            reason = f"{obs.api} (not about one group)"
-        elif len(groups) != 1:
-            reason = f"{obs.api} of {len(groups)} groups at once"
-        else:
-            units.setdefault(groups[0], []).append(obs)
-            continue
-        unchecked[reason] = unchecked.get(reason, 0) + 1
+        parts = per_group(obs)
+        for g, part in parts:
+            units.setdefault(g, []).append(part)
+        if not parts:
+            reason = f"{obs.api} (not about one group)" if obs.api not in CHECKED_APIS else f"{obs.api} of no group"
+            unchecked[reason] = unchecked.get(reason, 0) + 1
     for unit in units.values():
         unit.sort(key=lambda o: (o.recv_us, o.index))
     return Split(units, unchecked)
@@ -155,5 +175,5 @@ def dump(pairs: Iterable[Obs], directory: str | Path, fmt: str = "jsonl") -> Pat
     writer = trace.ObservedWriter(directory, fmt)
     for o in pairs:
         writer.write(trace.observed(o.conn, -1, o.recv_us, o.send_us, o.api, API_KEYS[o.api], o.version, o.index,
-                                    o.client_id, o.request, o.response))
+                                    o.client_id, o.request, o.response, o.open_until_us))
     return writer.close()

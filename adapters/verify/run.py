@@ -14,7 +14,7 @@ from groupcoord.adapters.verify import observed
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, INCONCLUSIVE, Settings, Verdict, verify_group
 
 EXIT = {CONFORMS: 0, DIVERGES: 1, INCONCLUSIVE: 3}  # 2: bad input
-COLUMNS = ("group_id", "verdict", "detail", "pairs", "nodes", "line", "observed", "allowed", "excerpt")
+COLUMNS = ("group_id", "verdict", "detail", "pairs", "nodes", "line", "observed", "allowed", "excerpt", "steps")
 
 
 def verify_plain(path: str, settings: Settings) -> tuple[list[Verdict], dict]:
@@ -78,11 +78,11 @@ def _keyed(line_index: tuple, file: str) -> list:
 
 
 def _key(obs) -> list:
-    groups = observed.groups_of(obs) if obs.api in observed.CHECKED_APIS else ()
-    if len(groups) == 1:
-        return [(("group", groups[0]), obs)]
+    parts = observed.per_group(obs)
+    if parts:
+        return [(("group", g), part) for g, part in parts]
     reason = (f"{obs.api} (not about one group)" if obs.api not in observed.CHECKED_APIS
-              else f"{obs.api} of {len(groups)} groups at once")
+              else f"{obs.api} of no group")
     return [(("unchecked", reason), None)]
 
 
@@ -125,7 +125,8 @@ def write_report(out: Path, verdicts: list[Verdict], summary: dict) -> None:
         "detail": [r["detail"] for r in rows], "pairs": [r["pairs"] for r in rows],
         "nodes": [r["nodes"] for r in rows], "line": [r["line"] for r in rows],
         "observed": [None if r["observed"] is None else json.dumps(r["observed"], sort_keys=True) for r in rows],
-        "allowed": [list(r["allowed"]) for r in rows], "excerpt": [list(r["excerpt"]) for r in rows]})
+        "allowed": [list(r["allowed"]) for r in rows], "excerpt": [list(r["excerpt"]) for r in rows],
+        "steps": [list(r["steps"]) for r in rows]})
     pq.write_table(table, out / "verdicts.parquet")
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "summary.txt").write_text(format_summary(summary, verdicts))
@@ -145,6 +146,9 @@ def format_summary(summary: dict, verdicts: list[Verdict]) -> str:
             for a in v.allowed[:3]:
                 lines.append(f"  spec allows:     {a}")
             lines.append(f"  inputs leading there (trace lines, in the order taken): {list(v.excerpt)}")
+            shown = v.steps[-12:]
+            lines.append(f"  the execution that got furthest ({len(v.steps)} inputs, the last {len(shown)}):")
+            lines.extend(f"    {s}" for s in shown)
         elif v.verdict == INCONCLUSIVE:
             lines.append(f"INCONCLUSIVE {v.group_id}: {v.detail}")
     return "\n".join(lines) + "\n"

@@ -27,14 +27,20 @@ from groupcoord.core.coordinator import Coordinator, CoordinatorState, partition
 from groupcoord.core.errors import Error
 from groupcoord.adapters.protocol import schema
 from groupcoord.adapters.protocol.translate import request_event
-from groupcoord.adapters.verify.compare import Ids, bind_own_id, core_view, differences, observed_view
+from groupcoord.adapters.verify.compare import Ids, bind_listed, bind_own_id, core_view, differences, observed_view
 from groupcoord.adapters.verify.observed import Obs
 
 CONFORMS, DIVERGES, INCONCLUSIVE = "conforms", "diverges", "inconclusive"
-# Broker answers that only a failed write explains: with one of them in a unit, writes may fail.
-_STORAGE_CODES = {int(Error.NOT_COORDINATOR), int(Error.COORDINATOR_NOT_AVAILABLE), int(Error.REQUEST_TIMED_OUT),
-                  int(Error.UNKNOWN_SERVER_ERROR)}
-_WRITE_ERRORS = (Error.NOT_LEADER_OR_FOLLOWER, Error.REQUEST_TIMED_OUT)
+# Broker answers a failed write explains, and a storage error that gives each (errors.py's
+# translation): with one of them in a unit, writes may fail with that error.
+_WRITE_ERROR_FOR = {int(Error.NOT_COORDINATOR): Error.NOT_LEADER_OR_FOLLOWER,
+                    int(Error.COORDINATOR_NOT_AVAILABLE): Error.NOT_ENOUGH_REPLICAS,
+                    int(Error.UNKNOWN_SERVER_ERROR): Error.RECORD_LIST_TOO_LARGE,
+                    int(Error.COORDINATOR_LOAD_IN_PROGRESS): Error.NETWORK_EXCEPTION}
+# Answers that say the coordinator moved or its log failed: what the trace cannot show then
+# (an unload, a load elsewhere) makes a failed search inconclusive, not a divergence.
+_MOVED = frozenset({int(Error.NOT_COORDINATOR), int(Error.COORDINATOR_NOT_AVAILABLE),
+                    int(Error.COORDINATOR_LOAD_IN_PROGRESS)})
 
 
 @attrs.frozen
@@ -55,6 +61,7 @@ class Verdict:
     observed: dict | None = None
     allowed: tuple = ()  # what the core answered there, in any execution tried (JSON text)
     excerpt: tuple = ()  # the lines of the inputs leading there, in the order the core took them
+    steps: tuple = ()  # every input of that execution, requests, timers and writes alike, in words
 
 
 @attrs.frozen
@@ -66,7 +73,7 @@ class _Node:
     fed: frozenset
     answered: frozenset
     ids: Ids = attrs.field(eq=False)
-    path: tuple  # positions fed, in order
+    path: tuple  # inputs so far: position fed (int) or what else happened (str)
 
 
 class _Failure(Exception):
@@ -98,7 +105,8 @@ class _Search:
         codes = set()
         for o in unit:
             _codes(o.response, codes)
-        self.write_errors = _WRITE_ERRORS if codes & _STORAGE_CODES else ()
+        self.write_errors = tuple(_WRITE_ERROR_FOR[c] for c in sorted(codes) if c in _WRITE_ERROR_FOR)
+        self.moved = bool(codes & _MOVED)
 
     # ------------------------------------------------------------------ driving
 
@@ -118,11 +126,12 @@ class _Search:
         except _Budget:
             return Verdict(self.gid, INCONCLUSIVE, f"search budget of {self.settings.budget} states spent "
                            f"without an execution explaining every answer", len(self.unit), self.nodes)
-        if found:
-            return Verdict(self.gid, CONFORMS, "every answer explained", len(self.unit), self.nodes)
+        if found is not None:
+            return Verdict(self.gid, CONFORMS, "every answer explained", len(self.unit), self.nodes,
+                           steps=tuple(self._words(p) for p in found.path))
         return self._divergence()
 
-    def _dfs(self, node: _Node) -> bool:
+    def _dfs(self, node: _Node) -> _Node | None:
         stack = [node]
         while stack:
             node = stack.pop()
@@ -134,7 +143,7 @@ class _Search:
             if self.nodes > self.settings.budget:
                 raise _Budget()
             if len(node.fed) == len(self.unit) and self.owed <= node.answered:
-                return True
+                return node
             children = []
             for label, make in self._choices(node):
                 try:
@@ -142,7 +151,7 @@ class _Search:
                 except _Failure as f:
                     self._failed(node, f)
             stack.extend(reversed(children))  # the first choice is explored first
-        return False
+        return None
 
     def _key(self, node: _Node) -> tuple:
         s = node.state
@@ -152,27 +161,56 @@ class _Search:
     def _choices(self, node: _Node) -> list:
         out = []
         writes = sorted(w for w, pw in node.state.writes.items() if pw.partition == self.partition)
-        if writes:
-            out.append(("write done", lambda: self._step(node, ev.WriteCompleted(now_ms=node.now_ms, write_id=writes[0]))))
         unfed = [p for p in range(len(self.unit)) if p not in node.fed]
         next_recv = min((self.recv_ms[p] for p in unfed), default=None)
+        if writes:  # acknowledged now, or as late as the answer riding on it was sent
+            for at in self._write_times(node, next_recv):
+                out.append(("write done", lambda at=at: self._step(node, ev.WriteCompleted(now_ms=at, write_id=writes[0]))))
         due = node.timers[0] if node.timers else None
         if due is not None and next_recv is not None and due[0] <= next_recv - self.tol:
-            out.append(("timer", lambda: self._fire(node, due)))  # fired before the next request arrived
+            # fired before the next request arrived: on time, or late (a busy broker, or a test
+            # clock that moves in steps): as late as that request, or when an owed answer went out
+            for at in self._timer_times(node, due[0], next_recv, True):
+                out.append(("timer", lambda at=at: self._fire(node, due, at)))
         else:
             for p in self._ready(node, unfed):
                 out.append(("feed", lambda p=p: self._feed(node, p)))
             horizon = next_recv if next_recv is not None else self._owed_until(node)
             if due is not None and horizon is not None and due[0] <= horizon + self.tol:
-                out.append(("timer", lambda: self._fire(node, due)))
-            if self._empty_group(node):  # the expiration cycle's phase is unknown: it may run now
-                out.append(("expire", lambda: self._step(node, ev.TimerFired(
-                    now_ms=node.now_ms, key=ExpirationTimer(self.partition), payload=None))))
+                for at in self._timer_times(node, due[0], horizon, False):
+                    out.append(("timer", lambda at=at: self._fire(node, due, at)))
+            if self._expirable(node):  # the expiration's phase is the broker's: at once, or just before the next request
+                for at in sorted({node.now_ms, max(node.now_ms, next_recv or node.now_ms)}):
+                    out.append(("expire", lambda at=at: self._step(node, ev.TimerFired(
+                        now_ms=at, key=ExpirationTimer(self.partition), payload=None))))
         for e in self.write_errors:
             for w in {writes[0], writes[-1]} if writes else ():
                 out.append(("write failed", lambda w=w, e=e: self._step(
                     node, ev.WriteFailed(now_ms=node.now_ms, write_id=w, error=e))))
         return out
+
+    def _timer_times(self, node: _Node, deadline: int, limit: int, up_to_limit: bool) -> list[int]:
+        """When a timer may fire: at its deadline, or late, until ``limit`` (the next request):
+        then, or when an answer still owed went out."""
+        start = max(deadline, node.now_ms)
+        times = {start}
+        if up_to_limit and limit > start:
+            times.add(limit)
+        for p in node.fed - node.answered:
+            sent = self.send_ms[p]
+            if sent is not None and start + self.tol < sent <= limit:
+                times.add(sent)
+        return sorted(times)
+
+    def _write_times(self, node: _Node, next_recv: int | None) -> list[int]:
+        """When the oldest write may be acknowledged: now, or when an answer still owed went out
+        (answers ride on writes: a leader's SyncGroup, a commit), before the next request."""
+        times = {node.now_ms}
+        for p in node.fed - node.answered:
+            sent = self.send_ms[p]
+            if sent is not None and sent > node.now_ms + self.tol and (next_recv is None or sent <= next_recv):
+                times.add(sent)
+        return sorted(times)
 
     def _ready(self, node: _Node, unfed: list[int]) -> list[int]:
         """Requests that may reach the core next: none answered before it arrived is still unfed."""
@@ -187,9 +225,10 @@ class _Search:
         late = [self.send_ms[p] for p in self.owed - node.answered if self.send_ms[p] is not None]
         return max(late) if late else None
 
-    def _empty_group(self, node: _Node) -> bool:
+    def _expirable(self, node: _Node) -> bool:
+        """The expiration can change something: an Empty group, or offsets to age."""
         group = node.state.groups.get(self.gid)
-        return group is not None and group.state.value == "Empty"
+        return bool(node.state.offsets.get(self.gid)) or (group is not None and group.state.value == "Empty")
 
     # ------------------------------------------------------------------ one input
 
@@ -205,13 +244,18 @@ class _Search:
         child = attrs.evolve(node, fed=node.fed | {p}, path=node.path + (p,))
         return self._step(child, event)
 
-    def _fire(self, node: _Node, timer: tuple) -> _Node:
+    def _fire(self, node: _Node, timer: tuple, at_ms: int | None = None) -> _Node:
         deadline, _, key, payload = timer
-        now = max(node.now_ms, deadline)
-        child = attrs.evolve(node, timers=node.timers[1:])
+        now = max(node.now_ms, deadline, at_ms or 0)
+        child = attrs.evolve(node, timers=node.timers[1:], path=node.path + (f"{type(key).__name__} at {now} ms",))
         return self._step(child, ev.TimerFired(now_ms=now, key=key, payload=payload))
 
     def _step(self, node: _Node, event) -> _Node:
+        if isinstance(event, (ev.WriteCompleted, ev.WriteFailed)):
+            what = "completed" if isinstance(event, ev.WriteCompleted) else f"failed ({Error.parse(event.error).name})"
+            node = attrs.evolve(node, path=node.path + (f"write {event.write_id} {what} at {event.now_ms} ms",))
+        elif isinstance(event, ev.TimerFired) and isinstance(event.key, ExpirationTimer):
+            node = attrs.evolve(node, path=node.path + (f"expiration at {event.now_ms} ms",))
         coordinator = Coordinator.restore(node.state, self.settings.config)
         commands = coordinator.handle(event)
         ids = node.ids.copy()
@@ -222,16 +266,27 @@ class _Search:
             if not bind_own_id(obs.api, obs.version, c.response, obs.response, ids):
                 raise _Failure(c.request_id, "the member id answered is another member's")
         for c in responds:
+            obs = self.unit[c.request_id]
+            bind_listed(obs.api, obs.version, c.response, obs.response, ids)
+        for c in responds:
             p = c.request_id
             obs = self.unit[p]
             got = core_view(obs.api, obs.version, c.response, ids)
             self.allowed.setdefault(p, set()).add(json.dumps(got, sort_keys=True))
             if obs.response is None:
+                if obs.open_until_us is not None and event.now_ms + self.tol < obs.open_until_us // 1000:
+                    raise _Failure(p, f"the broker never answered it (still waiting at {obs.open_until_us // 1000} "
+                                      f"ms); the spec answers at {event.now_ms} ms", got)
                 answered.add(p)
                 continue
             if event.now_ms > self.send_ms[p] + self.tol:
                 raise _Failure(p, f"the spec answers at {event.now_ms} ms, after the broker did "
                                   f"({self.send_ms[p]} ms)", got)
+            throttle_ms = max(0, obs.response.get("throttle_time_ms") or 0)
+            if event.now_ms + self.tol + throttle_ms < self.send_ms[p]:
+                # an answer goes out when it is made: a broker holding it longer is not the spec
+                raise _Failure(p, f"the spec answers at {event.now_ms} ms, the broker only at "
+                                  f"{self.send_ms[p]} ms", got)
             want = observed_view(obs.api, obs.response)
             if got != want:
                 raise _Failure(p, "; ".join(differences(got, want)), got)
@@ -261,9 +316,21 @@ class _Search:
     # ------------------------------------------------------------------ the report
 
     def _failed(self, node: _Node, f: _Failure) -> None:
-        progress = (len(node.answered), len(node.fed))
+        # the furthest execution: most answers explained, then the latest answer it fails on
+        # (an answer the broker gave before the failing step and the branch never gave counts)
+        limit = self.send_ms[f.pos] if self.send_ms[f.pos] is not None else node.now_ms
+        behind = [p for p in self.owed - node.answered
+                  if p != f.pos and self.send_ms[p] is not None and self.send_ms[p] < limit]
+        first = min([f.pos] + behind, key=lambda p: self.unit[p].recv_us)
+        progress = (len(node.answered), self.unit[first].recv_us, f.core is not None, len(node.fed))
         if self.best is None or progress > self.best[0]:
             self.best = (progress, f, node.path + ((f.pos,) if f.pos not in node.path else ()))
+
+    def _words(self, step) -> str:
+        if isinstance(step, str):
+            return step
+        o = self.unit[step]
+        return f"line {o.index}: {o.api} received at {o.recv_us // 1000} ms"
 
     def _divergence(self) -> Verdict:
         if self.best is None:
@@ -271,10 +338,18 @@ class _Search:
                            len(self.unit), self.nodes)
         _, f, path = self.best
         obs = self.unit[f.pos]
+        if self.moved:
+            return Verdict(self.gid, INCONCLUSIVE, f"{obs.api} v{obs.version} (line {obs.index}): {f.why}; the "
+                           f"broker's answers say its coordinator moved or its log failed, which the trace "
+                           f"cannot show", len(self.unit), self.nodes, line=obs.index, observed=obs.response,
+                           allowed=tuple(sorted(self.allowed.get(f.pos, ()))),
+                           excerpt=tuple(self.unit[p].index for p in path if isinstance(p, int)),
+                           steps=tuple(self._words(p) for p in path))
         return Verdict(self.gid, DIVERGES, f"{obs.api} v{obs.version} (line {obs.index}): {f.why}",
                        len(self.unit), self.nodes, line=obs.index, observed=obs.response,
                        allowed=tuple(sorted(self.allowed.get(f.pos, ()))),
-                       excerpt=tuple(self.unit[p].index for p in path))
+                       excerpt=tuple(self.unit[p].index for p in path if isinstance(p, int)),
+                           steps=tuple(self._words(p) for p in path))
 
 
 def _mid_life(unit: list[Obs]) -> Obs | None:
