@@ -37,8 +37,14 @@ def add_record_command(sub: argparse._SubParsersAction) -> None:
                                    "of the group APIs to --out (spec/observed-trace.md). Metadata and "
                                    "FindCoordinator responses are rewritten so that clients keep coming "
                                    "through the proxy: one listener per broker. Ctrl-C or SIGTERM stops it.")
-    p.add_argument("--upstream", required=True, metavar="HOST:PORT", type=parsing.host_port,
-                   help="the broker clients would have bootstrapped from")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--upstream", metavar="HOST:PORT", type=parsing.host_port,
+                        help="the broker clients would have bootstrapped from")
+    source.add_argument("--pcap", metavar="FILE",
+                        help="read a packet capture instead (tcpdump -w on a broker host; pcap or pcapng): the "
+                             "TCP connections to --port, put back together, become the same trace")
+    p.add_argument("--port", type=parsing.port, default=9092,
+                   help="with --pcap: the broker's port (default 9092)")
     p.add_argument("--listen", metavar="HOST:PORT", type=listen_address, default=("127.0.0.1", 0),
                    help="where clients bootstrap (default 127.0.0.1:0: a free port, printed); the brokers' "
                         "listeners take free ports on the same host")
@@ -72,10 +78,43 @@ def upstream_problem(host: str, port: int) -> str | None:
 
 def run_record(args: argparse.Namespace) -> int:
     problem = ((needs(("pyarrow", "Parquet output")) if args.format == "parquet" else None)
-               or out_problem(args.out) or upstream_problem(*args.upstream))
+               or out_problem(args.out)
+               or (upstream_problem(*args.upstream) if args.upstream else None)
+               or (needs(("dpkt", "reading packet captures")) if args.pcap else None))
     if problem:
         return fail(args.prog, problem)
+    if args.pcap:
+        return _from_capture(args)
     return asyncio.run(_record(args))
+
+
+def _from_capture(args: argparse.Namespace) -> int:
+    import time
+
+    from groupcoord.adapters.observe.pcap import CaptureError, CaptureReader
+    from groupcoord.adapters.observe.trace import FORMAT, ObservedWriter, write_meta
+
+    reader = CaptureReader(args.pcap, args.port)
+    try:
+        records = reader.records()
+    except CaptureError as e:
+        return fail(args.prog, str(e))
+    try:
+        writer = ObservedWriter(args.out, args.format)
+        for r in records:
+            writer.write(r)
+        writer.close()
+        write_meta(args.out, {"format": FORMAT, "pcap": str(args.pcap), "port": args.port,
+                              "started_us": time.time_ns() // 1000, "connections": len(reader.connections),
+                              "passed_through": reader.passed_through, "undecoded": reader.undecoded_,
+                              "problems": reader.problems})
+    except OSError as e:
+        return fail(args.prog, f"--out {args.out}: {e.strerror or e}")
+    for line in reader.problems:
+        print(f"{args.prog}: {line}", file=sys.stderr)
+    print(f"{len(records)} pairs from {len(reader.connections)} connections of {args.pcap} into {args.out}",
+          file=sys.stderr)
+    return 0
 
 
 async def _record(args: argparse.Namespace) -> int:

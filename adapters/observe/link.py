@@ -14,20 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from typing import Any, Protocol
 
-from groupcoord.adapters.observe.rewrite import METADATA, REWRITTEN, Advertise, rewrite
-from groupcoord.adapters.observe.trace import RECORDED_APIS, observed
+from groupcoord.adapters.observe.pairing import (MalformedFrame, Pending, correlation_id_of, decode_response,
+                                                 note_request, pair_record)
+from groupcoord.adapters.observe.rewrite import REWRITTEN, Advertise, rewrite
 from groupcoord.adapters.protocol import codec
 
 MAX_REQUEST_BYTES = 104_857_600  # Kafka's socket.request.max.bytes: a larger (or negative) size is malformed
 CONNECT_TIMEOUT_S = 10.0
-RECORDED = {codec.API_KEYS[name]: name for name in RECORDED_APIS}
-
-
-class MalformedFrame(Exception):
-    """A frame that is not a request (or, from the broker, not a response): the link closes."""
 
 
 class Hub(Protocol):
@@ -40,15 +35,6 @@ class Hub(Protocol):
     def passed(self, api: str) -> None: ...
     def undecoded(self, api: str) -> None: ...
     def log(self, line: str) -> None: ...
-
-
-@dataclass(slots=True)
-class Pending:
-    api_key: int
-    version: int
-    client_id: str | None
-    recv_us: int
-    request: dict | None  # None: not recorded, only its response rewritten (Metadata)
 
 
 def now_us() -> int:
@@ -115,26 +101,7 @@ class Link:
             await upstream.drain()
 
     def _note(self, frame: bytes, recv_us: int) -> None:
-        """Keep what the response will be matched with; raises MalformedFrame."""
-        try:
-            api_key, version, correlation_id, client_id = codec.peek_header(frame)
-        except codec.FrameError as e:
-            raise MalformedFrame(f"malformed frame: {e}") from None
-        name = RECORDED.get(api_key)
-        if name is None:
-            self.hub.passed(codec.API_NAMES.get(api_key, f"api key {api_key}"))
-            if api_key == METADATA and codec.has_schema(api_key, version):
-                self.pending[correlation_id] = Pending(api_key, version, client_id, recv_us, None)
-            return
-        if not codec.has_schema(api_key, version):
-            self.hub.undecoded(f"{name} v{version}")  # passes through as it is
-            return
-        try:
-            decoded = codec.decode_request(frame)
-        except (codec.FrameError, codec.UnsupportedRequest) as e:
-            raise MalformedFrame(f"malformed frame: {e}") from None
-        self.pending[correlation_id] = Pending(api_key, version, decoded.client_id, recv_us,
-                                               codec.to_fields(decoded.body))
+        note_request(frame, recv_us, self.pending, self.hub)
 
     async def _responses(self, reader: asyncio.StreamReader, client: asyncio.StreamWriter) -> None:
         while True:
@@ -146,7 +113,7 @@ class Link:
             if size < 4:
                 raise MalformedFrame(f"the broker sent a malformed frame (size {size})")
             frame = await reader.readexactly(size)
-            correlation_id = int.from_bytes(frame[:4], "big", signed=True)
+            correlation_id = correlation_id_of(frame)
             pending = self.pending.pop(correlation_id, None)
             out, response = head + frame, None
             if pending is not None:
@@ -159,11 +126,10 @@ class Link:
     async def _decoded(self, pending: Pending, correlation_id: int, frame: bytes, out: bytes) -> tuple[bytes, Any]:
         """(the frame for the client, the response's fields or None): rewritten when it names brokers."""
         try:
-            _, body = codec.decode_response(pending.api_key, pending.version, frame)
+            body, fields = decode_response(pending, frame)
         except codec.FrameError as e:
             self.hub.log(f"{self.name}: passed on a response kio cannot decode: {e}")
             return out, None
-        fields = codec.to_fields(body) if pending.request is not None else None
         if pending.api_key in REWRITTEN:
             moved = await rewrite(pending.api_key, body, self.hub.advertise)
             out = codec.encode_response(pending.api_key, pending.version, correlation_id, moved)
@@ -171,9 +137,8 @@ class Link:
 
     def _write(self, correlation_id: int, pending: Pending, send_us: int | None, response: dict | None,
                open_until_us: int | None = None) -> None:
-        self.hub.record(observed(self.number, self.broker, pending.recv_us, send_us, RECORDED[pending.api_key],
-                                 pending.api_key, pending.version, correlation_id, pending.client_id,
-                                 pending.request, response, open_until_us))
+        self.hub.record(pair_record(self.number, self.broker, correlation_id, pending, send_us, response,
+                                    open_until_us))
 
     def _abandon(self) -> None:
         """Requests that got no response (the connection closed, or the proxy stopped)."""

@@ -96,7 +96,11 @@ ROWS = [
     (["bench", "proxy", "--count", "5"], "argument --count: expected a whole number of at least 10, got '5'"),
     (["bench", "proxy", "--quick"], "unrecognized arguments: --quick"),
     # --- record: the addresses, the output directory, then the upstream and the listener (nothing written)
-    (["record"], "the following arguments are required: --upstream, --out"),
+    (["record"], "the following arguments are required: --out"),
+    (["record", "--out", "o"], "one of the arguments --upstream --pcap is required"),
+    (["record", "--pcap", "{inputs}/missing.pcap", "--out", "o"], "{inputs}/missing.pcap: No such file or directory"),
+    (["record", "--pcap", "x.pcap", "--upstream", "127.0.0.1:1", "--out", "o"], "not allowed with argument"),
+    (["record", "--pcap", "x.pcap", "--port", "70000", "--out", "o"], "argument --port: expected a port number"),
     (["record", "--upstream", "localhost", "--out", "o"], "argument --upstream: expected HOST:PORT, got 'localhost'"),
     (["record", "--upstream", "h:99999", "--out", "o"], "argument --upstream: expected HOST:PORT"),
     (["record", "--upstream", "127.0.0.1:{busy}", "--listen", "nowhere", "--out", "o"],

@@ -1,0 +1,70 @@
+"""Requests paired with their responses by correlation id: what the proxy and the capture
+reader (``pcap``) both do with the frames of one connection. A group API's request is decoded
+(kio, through ``codec``) and kept until its response; the pair becomes one record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from groupcoord.adapters.observe.rewrite import METADATA
+from groupcoord.adapters.observe.trace import RECORDED_APIS, observed
+from groupcoord.adapters.protocol import codec
+
+RECORDED = {codec.API_KEYS[name]: name for name in RECORDED_APIS}
+
+
+class MalformedFrame(Exception):
+    """A frame that is not a request (or, from the broker, not a response)."""
+
+
+class Counts(Protocol):
+    def passed(self, api: str) -> None: ...
+    def undecoded(self, api: str) -> None: ...
+
+
+@dataclass(slots=True)
+class Pending:
+    api_key: int
+    version: int
+    client_id: str | None
+    recv_us: int
+    request: dict | None  # None: not recorded, only its response rewritten (Metadata)
+
+
+def note_request(frame: bytes, recv_us: int, pending: dict[int, Pending], counts: Counts) -> None:
+    """Keep in ``pending`` what the response will be matched with; raises MalformedFrame."""
+    try:
+        api_key, version, correlation_id, client_id = codec.peek_header(frame)
+    except codec.FrameError as e:
+        raise MalformedFrame(f"malformed frame: {e}") from None
+    name = RECORDED.get(api_key)
+    if name is None:
+        counts.passed(codec.API_NAMES.get(api_key, f"api key {api_key}"))
+        if api_key == METADATA and codec.has_schema(api_key, version):
+            pending[correlation_id] = Pending(api_key, version, client_id, recv_us, None)
+        return
+    if not codec.has_schema(api_key, version):
+        counts.undecoded(f"{name} v{version}")  # passes through as it is
+        return
+    try:
+        decoded = codec.decode_request(frame)
+    except (codec.FrameError, codec.UnsupportedRequest) as e:
+        raise MalformedFrame(f"malformed frame: {e}") from None
+    pending[correlation_id] = Pending(api_key, version, decoded.client_id, recv_us, codec.to_fields(decoded.body))
+
+
+def decode_response(pending: Pending, frame: bytes) -> tuple[Any, dict | None]:
+    """(kio's body, its fields when the pair is recorded); raises codec.FrameError."""
+    _, body = codec.decode_response(pending.api_key, pending.version, frame)
+    return body, codec.to_fields(body) if pending.request is not None else None
+
+
+def correlation_id_of(frame: bytes) -> int:
+    return int.from_bytes(frame[:4], "big", signed=True)
+
+
+def pair_record(conn: int, broker: int, correlation_id: int, pending: Pending, send_us: int | None,
+                response: dict | None, open_until_us: int | None = None) -> dict:
+    return observed(conn, broker, pending.recv_us, send_us, RECORDED[pending.api_key], pending.api_key,
+                    pending.version, correlation_id, pending.client_id, pending.request, response, open_until_us)
