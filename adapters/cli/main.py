@@ -83,6 +83,11 @@ def build_parser() -> Parser:
     q.add_argument("--count", type=parsing.number(int, 10, "a whole number of at least 10"), default=20_000,
                    help="heartbeats each way in each phase (default 20000): one connection with one in "
                         "flight (latency), then 4 connections back to back (requests/s)")
+    q = bench.add_parser("verify", help="groupcoord verify on many groups: plain against Spark local[1] and local[2], "
+                                        "and the search's cost as members join at once")
+    q.add_argument("--quick", action="store_true", help="200 groups and up to 10 members joining (for smoke tests)")
+    q.add_argument("--groups", type=parsing.number(int, 1, "a whole number of at least 1"), default=None,
+                   help="groups in the trace (default 100000; 200 with --quick)")
     add_replay_commands(sub)
     from groupcoord.adapters.cli.tla import add_tla_command
 
@@ -142,6 +147,10 @@ def _run(args) -> int:
         from groupcoord.adapters.bench.server import run_server_bench
 
         return run_server_bench(quick=args.quick)
+    if args.command == "bench" and args.target == "verify":
+        from groupcoord.adapters.bench.verify import run_verify_bench
+
+        return run_verify_bench(quick=args.quick, groups=args.groups)
     if args.command == "bench" and args.target == "proxy":
         from groupcoord.adapters.bench.proxy import run_proxy_bench
 

@@ -16,7 +16,7 @@ that led to it); it is inconclusive when the budget of nodes is spent first."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Iterator
 
 import attrs
 
@@ -131,10 +131,21 @@ class _Search:
                            steps=tuple(self._words(p) for p in found.path))
         return self._divergence()
 
-    def _dfs(self, node: _Node) -> _Node | None:
-        stack = [node]
+    def _dfs(self, root: _Node) -> _Node | None:
+        # Depth first, children made one at a time: the first choice usually explains the
+        # trace, and the others are only run when it does not.
+        stack: list[tuple[_Node | None, Iterator]] = [(None, iter([lambda: root]))]
         while stack:
-            node = stack.pop()
+            parent, choices = stack[-1]
+            make = next(choices, None)
+            if make is None:
+                stack.pop()
+                continue
+            try:
+                node = make()
+            except _Failure as f:
+                self._failed(parent, f)
+                continue
             key = self._key(node)
             if key in self.seen:
                 continue
@@ -144,13 +155,7 @@ class _Search:
                 raise _Budget()
             if len(node.fed) == len(self.unit) and self.owed <= node.answered:
                 return node
-            children = []
-            for label, make in self._choices(node):
-                try:
-                    children.append(make())
-                except _Failure as f:
-                    self._failed(node, f)
-            stack.extend(reversed(children))  # the first choice is explored first
+            stack.append((node, (make for _, make in self._choices(node))))
         return None
 
     def _key(self, node: _Node) -> tuple:

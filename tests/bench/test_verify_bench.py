@@ -1,0 +1,24 @@
+"""``groupcoord bench verify`` prints its numbers: groups/s and µs per pair for the plain engine
+and Spark local[1]/local[2] (each as a ratio to plain), and the search's states per group as
+members join at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def test_bench_verify_prints_its_numbers():
+    proc = subprocess.run([sys.executable, "-m", "groupcoord.adapters.cli.main", "bench", "verify", "--quick",
+                           "--groups", "30"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    engines = {r["name"]: r for r in rows if r["unit"] == "groups/s"}
+    assert set(engines) == {"verify_plain", "verify_spark_local[1]", "verify_spark_local[2]"}
+    assert all(r["value"] > 0 and r["us_per_pair"] > 0 for r in engines.values())
+    assert engines["verify_plain"]["ratio_to_plain"] == 1.0
+    joining = [r for r in rows if r["unit"] == "states"]
+    assert [r["name"] for r in joining] == ["verify_joining_2", "verify_joining_5", "verify_joining_10"]
+    assert all(r["verdict"] == "conforms" and r["value"] >= 2 for r in joining)
+    assert "30 groups, 480 observed pairs" in proc.stdout
