@@ -14,7 +14,11 @@ def add_verify_command(sub) -> None:
                        description="Each group of the trace is checked by searching for an execution of the "
                                    "spec that gives every answer the broker gave. Exit 0: all conform; 1: a "
                                    "group diverges; 3: some inconclusive (none diverges); 2: bad input.")
-    p.add_argument("trace", metavar="DIR", help="the directory `groupcoord record` wrote (or its observed.jsonl)")
+    p.add_argument("trace", metavar="DIR", nargs="?", default=None,
+                   help="the directory `groupcoord record` wrote (or its observed.jsonl)")
+    p.add_argument("--kafka-log", nargs="+", metavar="FILE", default=None,
+                   help="check Kafka's own logs instead: a broker's GroupCoordinator lines and Java consumers' "
+                        "lines (Kafka 2.x to 4.x), against the spec's transitions and generations")
     p.add_argument("--engine", choices=["plain", "spark"], default="plain",
                    help="plain: one process; spark: a group per task (default: %(default)s)")
     p.add_argument("--master", default="local[2]", help="Spark master for --engine spark (default: %(default)s)")
@@ -41,6 +45,17 @@ def run_verify(args) -> int:
     from groupcoord.adapters.verify.search import Settings
 
     prog = "groupcoord verify"
+    if args.kafka_log:
+        from groupcoord.adapters.verify.kafka_log import LogError
+
+        try:
+            code, text = run.run_logs(args.kafka_log, report=args.out)
+        except LogError as e:
+            return fail(prog, str(e))
+        print(text, end="")
+        return code
+    if args.trace is None:
+        return fail(prog, "give a recording (DIR) or --kafka-log FILE...")
     if not Path(args.trace).exists():
         return fail(prog, f"{args.trace}: no such file or directory")
     try:

@@ -154,6 +154,23 @@ def format_summary(summary: dict, verdicts: list[Verdict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_logs(paths: list[str], report: str | None = None) -> tuple[int, str]:
+    """``verify --kafka-log``: the groups of Kafka's logs (kafka_log.py), reported alike."""
+    from groupcoord.adapters.verify.kafka_log import check_logs, read_logs
+
+    started = time.perf_counter()
+    read = read_logs(paths)
+    verdicts = check_logs(read)
+    unchecked = {"log lines matching no known statement": len(read.unknown)} if read.unknown else {}
+    summary = summarize(verdicts, unchecked, time.perf_counter() - started, "kafka logs")
+    summary["unknown_lines"] = [f"{where}: {text}" for where, text in read.unknown[:50]]
+    out = Path(report) if report else Path(str(Path(paths[0]).resolve()) + "-verify")
+    write_report(out, verdicts, summary)
+    text = format_summary(summary, verdicts).replace(" pairs checked,", " logged events checked,", 1)
+    text += "".join(f"  unknown: {line}\n" for line in summary["unknown_lines"][:10])
+    return exit_code(summary), text + f"report: {out}\n"
+
+
 def run(path: str, settings: Settings, engine: str = "plain", master: str = "local[2]",
         report: str | None = None) -> tuple[int, str]:
     started = time.perf_counter()
