@@ -1700,26 +1700,6 @@ def test_a_failed_tombstone_leaves_a_simple_group_someone_is_joining():
     assert d.coordinator.group("g").pending_members == joining.pending_members
 
 
-def test_the_newest_write_failing_first_goes_back_to_the_older_writes_value():
-    """Kafka fails the batch being appended while older ones wait (contract rule 4's
-    exception): the newest commit's undo brings back the value of the older commit still in
-    flight, which then completes; readers saw the committed value throughout."""
-    from groupcoord.core.errors import Error
-
-    d = _driver()
-    _commit(d, "g", offsets=(("t", 0, 1),))
-    d.hold_writes()
-    _commit(d, "g", offsets=(("t", 0, 2),))
-    _commit(d, "g", offsets=(("t", 0, 3),))
-    older, newest = d.in_flight
-    _settle(d, newest, Error.NOT_LEADER_OR_FOLLOWER)
-    assert d.coordinator.offsets("g")[("t", 0)].offset == 2
-    _settle(d, older)
-    assert d.coordinator.offsets("g")[("t", 0)].offset == 2
-    d.reload()
-    assert d.coordinator.offsets("g")[("t", 0)].offset == 2
-
-
 def _completed_join_with_creation_in_flight(d):
     """A new group whose join phase completed (generation 1) while its creation write waits."""
     d.hold_writes()

@@ -207,6 +207,9 @@ def test_a_write_completing_on_one_partition_does_not_release_results_held_on_an
 # ------------------------------------------------------------------ offsets in flight
 
 def test_a_failed_latest_commit_of_a_key_gives_back_the_earlier_commit_still_in_flight():
+    """The newest write failing first (contract rule 4's exception, Kafka's failed batch): its
+    undo brings back the older commit still in flight, which then completes, and a reload of
+    the log agrees."""
     d = _driver()
     _commit(d, "s", offsets=(("t", 0, 5),))
     d.hold_writes()
@@ -216,6 +219,8 @@ def test_a_failed_latest_commit_of_a_key_gives_back_the_earlier_commit_still_in_
     _settle(d, later, Error.NOT_LEADER_OR_FOLLOWER)
     assert _latest(d) == {("t", 0): 6}
     _settle(d, earlier)
+    assert _latest(d) == {("t", 0): 6}
+    d.reload()
     assert _latest(d) == {("t", 0): 6}
 
 

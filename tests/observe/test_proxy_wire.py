@@ -15,21 +15,6 @@ from observe_harness import (HOLD_GROUP, FakeBroker, RecorderProcess, closed_by_
 from server_harness import wait_until
 
 
-@pytest.fixture
-def started():
-    """start(Class, *args) -> a FakeBroker or RecorderProcess, stopped at the end."""
-    things: list = []
-
-    def start(cls, *args, **kwargs):
-        thing = cls(*args, **kwargs)
-        things.append(thing)
-        return thing
-
-    yield start
-    for thing in reversed(things):
-        thing.stop()
-
-
 def header(api_key: int, version: int, correlation_id: int, client_id: bytes = b"raw") -> bytes:
     return struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
 

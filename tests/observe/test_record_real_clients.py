@@ -26,20 +26,6 @@ def server():
     assert s.stop() == 0, s.log_text()
 
 
-@pytest.fixture
-def started():
-    things: list = []
-
-    def start(cls, *args, **kwargs):
-        thing = cls(*args, **kwargs)
-        things.append(thing)
-        return thing
-
-    yield start
-    for thing in reversed(things):
-        thing.stop()
-
-
 def beating(recorder: RecorderProcess, group: str) -> bool:
     """A Heartbeat of ``group`` answered NONE is in the file already (it is flushed as it goes)."""
     return any(r["api"] == "Heartbeat" and r["request"]["group_id"] == group and r["response"]
