@@ -1,11 +1,13 @@
 """No false alarms: real consumers (kafka-python, confluent-kafka, aiokafka, each in its own
 process) form groups on ``groupcoord serve`` through ``groupcoord record``; they join, commit,
-read their offsets, one is killed with SIGKILL and its session runs out, static members join,
-and the rest leave. ``groupcoord verify`` finds every group of the recording conforming."""
+read their offsets, one is killed with SIGKILL and its session runs out, one is paused (SIGSTOP)
+past its session and resumes, static members join, and the rest leave. ``groupcoord verify`` finds every group of the recording conforming."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import pytest
 from observe_harness import RecorderProcess
@@ -28,6 +30,7 @@ def recording(tmp_path_factory):
         for client in CLIENTS:
             _lifecycle(workers, client, recorder.bootstrap)
         _static(workers, CLIENTS[0], recorder.bootstrap)
+        _paused(workers, CLIENTS[0], recorder.bootstrap)
     finally:
         for w in workers:
             w.stop()
@@ -63,6 +66,22 @@ def _static(workers, client: str, bootstrap: str) -> None:
         w.close()
 
 
+def _paused(workers, client: str, bootstrap: str) -> None:
+    """A consumer stopped past its session (a long GC pause, a laptop lid): expired, it rejoins."""
+    group = f"verify-paused-{client}"
+    a, b = (_start(workers, client, bootstrap, group, client_id=f"p{i}") for i in range(2))
+    wait_until(lambda: balanced([a, b]), PHASE_S, f"{group} balanced")
+    os.kill(b.proc.pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: a.assignment is not None and len(a.assignment) == 6, PHASE_S,
+                   f"{group}: the other takes all while one is stopped")
+    finally:
+        os.kill(b.proc.pid, signal.SIGCONT)
+    wait_until(lambda: balanced([a, b]), PHASE_S, f"{group}: balanced again after the pause")
+    for w in (a, b):
+        w.close()
+
+
 def test_every_group_of_real_clients_conforms(recording, tmp_path, capsys):
     args = ["verify", str(recording), "--out", str(tmp_path / "report")]
     for k, v in SETTINGS.items():
@@ -71,5 +90,5 @@ def test_every_group_of_real_clients_conforms(recording, tmp_path, capsys):
     out = capsys.readouterr().out
     summary = json.loads((tmp_path / "report" / "summary.json").read_text())
     assert code == 0, out
-    assert summary["groups"] == len(CLIENTS) + 1 and summary["conforms"] == summary["groups"], out
+    assert summary["groups"] == len(CLIENTS) + 2 and summary["conforms"] == summary["groups"], out
     assert summary["pairs_checked"] > 20 * summary["groups"]
