@@ -4,8 +4,10 @@
 
 The catalogue's bugs that plain consumers show: the first generation 0, the generation bumped
 twice, a member that disconnects and is never removed (Redpanda #3300: the survivor's
-heartbeats go on answered NONE past the dead member's session). The others need requests
-plain consumers do not send; they are caught on the answers to scenarios and scripts
+heartbeats go on answered NONE past the dead member's session). Two more with a raw client
+sending what consumers do not (one request at a time, each answered at once): a heartbeat to
+an Empty group, a commit from an older generation. The others need requests in flight
+together and timers; they are caught on the answers to scenarios and scripts
 (test_bugs_caught.py)."""
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ from __future__ import annotations
 import time
 
 import pytest
-from observe_harness import RecorderProcess
+from observe_harness import RecorderProcess, connect, read_frame, request, response_fields
 from server_harness import InProcessServer, Worker, balanced, wait_until
 
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.adapters.cli.main import main
+from groupcoord.adapters.protocol.codec import API_KEYS
 from groupcoord.adapters.storage.memory import MemoryStorage
 from groupcoord.adapters.tla.mutants import MUTANTS, applied
 from groupcoord.adapters.wire.broker_apis import TopicCatalog
@@ -61,3 +64,61 @@ def test_a_bug_of_a_running_server_diverges(tmp_path, capsys, mutant, kill):
     code = main(args)
     out = capsys.readouterr().out
     assert code == 1 and "DIVERGES bug:" in out, out
+
+
+def _raw(port: int, group: str, last: str) -> None:
+    """One member through the proxy: joins (alone: answered at once), syncs, then ``last``:
+    leaves and heartbeats into the Empty group, or commits with an older generation."""
+    s = connect(port)
+    n = iter(range(1, 100))
+
+    def send(api: str, version: int, fields: dict) -> dict:
+        s.sendall(request(API_KEYS[api], version, next(n), fields))
+        return response_fields(API_KEYS[api], version, read_frame(s))
+
+    try:
+        joined = send("JoinGroup", 3, {"group_id": group, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
+                                       "member_id": "", "protocol_type": "consumer",
+                                       "protocols": [{"name": "range", "metadata": b""}]})
+        mid, gen = joined["member_id"], joined["generation_id"]
+        send("SyncGroup", 3, {"group_id": group, "generation_id": gen, "member_id": mid,
+                              "assignments": [{"member_id": mid, "assignment": b"a"}]})
+        if last == "heartbeat-empty":
+            send("LeaveGroup", 3, {"group_id": group, "members": [{"member_id": mid}]})
+            send("Heartbeat", 3, {"group_id": group, "generation_id": gen, "member_id": mid})
+        else:
+            send("OffsetCommit", 8, {"group_id": group, "generation_id_or_member_epoch": gen - 1, "member_id": mid,
+                                     "topics": [{"name": "t6", "partitions": [
+                                         {"partition_index": 0, "committed_offset": 5, "committed_metadata": ""}]}]})
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("mutant,last", [("heartbeat-empty-none", "heartbeat-empty"),
+                                         ("commit-from-stale-generation", "stale-commit")])
+def test_a_bug_a_raw_client_shows_diverges(tmp_path, capsys, mutant, last):
+    with applied(next(m for m in MUTANTS if m.name == mutant)):
+        server = InProcessServer(config=CoordinatorConfig.from_kafka(SETTINGS), catalog=TopicCatalog.parse(["t6=6"]),
+                                 storage=MemoryStorage())
+        recorder = RecorderProcess(f"127.0.0.1:{server.port}", tmp_path / "rec")
+        try:
+            _raw(recorder.port, "bug", last)
+        finally:
+            recorder.stop()
+            server.stop()
+    args = ["verify", str(tmp_path / "rec"), "--out", str(tmp_path / "report")]
+    for k, v in SETTINGS.items():
+        args += [f"--{k}", str(v)]
+    code = main(args)
+    out = capsys.readouterr().out
+    assert code == 1 and "DIVERGES bug:" in out, out
+    # the same session on the true server conforms
+    server = InProcessServer(config=CoordinatorConfig.from_kafka(SETTINGS), catalog=TopicCatalog.parse(["t6=6"]),
+                             storage=MemoryStorage())
+    recorder = RecorderProcess(f"127.0.0.1:{server.port}", tmp_path / "true")
+    try:
+        _raw(recorder.port, "bug", last)
+    finally:
+        recorder.stop()
+        server.stop()
+    assert main(["verify", str(tmp_path / "true"), "--out", str(tmp_path / "report2"), *args[4:]]) == 0
