@@ -46,33 +46,38 @@ class Ids:
         return tuple(sorted(self.to_core.items()))
 
 
-def core_view(api: str, version: int, response, ids: Ids) -> dict:
-    """The core's response as the broker's would read, in the broker's ids."""
-    return _normal(api, to_json(response_fields(api, version, response)), ids.obs)
+def core_fields(api: str, version: int, response) -> dict:
+    """The core's response as the request's version carries it, as the trace holds fields
+    (made once per answer: the bindings and the view below all read it)."""
+    return to_json(response_fields(api, version, response))
+
+
+def core_view(api: str, core: dict, ids: Ids) -> dict:
+    """The core's response (``core_fields``) as the broker's would read, in the broker's ids."""
+    return _normal(api, core, ids.obs)
 
 
 def observed_view(api: str, response: dict) -> dict:
     return _normal(api, response, lambda m: m)
 
 
-def bind_own_id(api: str, version: int, response, observed: dict | None, ids: Ids) -> bool:
+def bind_own_id(api: str, core: dict, observed: dict | None, ids: Ids) -> bool:
     """A JoinGroup answer names the joining member: bind its id (False: bound otherwise)."""
     if api != "JoinGroup" or observed is None:
         return True
-    core_id = response_fields(api, version, response).get("member_id", "")
+    core_id = core.get("member_id", "")
     obs_id = observed.get("member_id", "")
     if not core_id or not obs_id:
         return True  # an error answer names no new member; compared with the rest
     return ids.bind(obs_id, core_id)
 
 
-def bind_listed(api: str, version: int, response, observed: dict | None, ids: Ids) -> None:
+def bind_listed(api: str, core: dict, observed: dict | None, ids: Ids) -> None:
     """Member lists (a leader's JoinGroup answer, DescribeGroups) show ids a client may use
     without its own JoinGroup answer in the trace: unbound ones are paired by what else the
     entry shows (client, instance, metadata) when that is unique, else by place."""
     if observed is None or api not in ("JoinGroup", "DescribeGroups"):
         return
-    core = to_json(response_fields(api, version, response))
     if api == "JoinGroup":
         mine, theirs = core.get("members", ()), observed.get("members", ())
     else:

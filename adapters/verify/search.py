@@ -15,6 +15,7 @@ that led to it); it is inconclusive when the budget of nodes is spent first."""
 
 from __future__ import annotations
 
+import heapq
 import json
 from typing import Any, Iterator
 
@@ -27,7 +28,8 @@ from groupcoord.core.coordinator import Coordinator, CoordinatorState, partition
 from groupcoord.core.errors import Error
 from groupcoord.adapters.protocol import schema
 from groupcoord.adapters.protocol.translate import request_event
-from groupcoord.adapters.verify.compare import Ids, bind_listed, bind_own_id, core_view, differences, observed_view
+from groupcoord.adapters.verify.compare import (Ids, bind_listed, bind_own_id, core_fields, core_view, differences,
+                                                observed_view)
 from groupcoord.adapters.verify.observed import Obs
 
 CONFORMS, DIVERGES, INCONCLUSIVE = "conforms", "diverges", "inconclusive"
@@ -102,6 +104,7 @@ class _Search:
         self.recv_ms = [o.recv_us // 1000 for o in unit]
         self.send_ms = [None if o.send_us is None else o.send_us // 1000 for o in unit]
         self.owed = frozenset(p for p, o in enumerate(unit) if o.response is not None)
+        self.want = [None if o.response is None else observed_view(o.api, o.response) for o in unit]
         codes = set()
         for o in unit:
             _codes(o.response, codes)
@@ -155,7 +158,7 @@ class _Search:
                 raise _Budget()
             if len(node.fed) == len(self.unit) and self.owed <= node.answered:
                 return node
-            stack.append((node, (make for _, make in self._choices(node))))
+            stack.append((node, iter(self._choices(node))))
         return None
 
     def _key(self, node: _Node) -> tuple:
@@ -164,67 +167,61 @@ class _Search:
                 repr(s.groups), repr(s.offsets), tuple(s.writes), repr(s.deferred), repr(s.committed_offsets))
 
     def _choices(self, node: _Node) -> list:
+        """The inputs that may come next, each a function making the child node, first tried first."""
         out = []
         writes = sorted(w for w, pw in node.state.writes.items() if pw.partition == self.partition)
         unfed = [p for p in range(len(self.unit)) if p not in node.fed]
         next_recv = min((self.recv_ms[p] for p in unfed), default=None)
         if writes:  # acknowledged now, or as late as the answer riding on it was sent
             for at in self._write_times(node, next_recv):
-                out.append(("write done", lambda at=at: self._step(node, ev.WriteCompleted(now_ms=at, write_id=writes[0]))))
+                out.append(lambda at=at: self._step(node, ev.WriteCompleted(now_ms=at, write_id=writes[0])))
         due = node.timers[0] if node.timers else None
         if due is not None and next_recv is not None and due[0] <= next_recv - self.tol:
             # fired before the next request arrived: on time, or late (a busy broker, or a test
             # clock that moves in steps): as late as that request, or when an owed answer went out
             for at in self._timer_times(node, due[0], next_recv, True):
-                out.append(("timer", lambda at=at: self._fire(node, due, at)))
+                out.append(lambda at=at: self._fire(node, due, at))
         else:
             for p in self._ready(node, unfed):
-                out.append(("feed", lambda p=p: self._feed(node, p)))
+                out.append(lambda p=p: self._feed(node, p))
             horizon = next_recv if next_recv is not None else self._owed_until(node)
             if due is not None and horizon is not None and due[0] <= horizon + self.tol:
                 for at in self._timer_times(node, due[0], horizon, False):
-                    out.append(("timer", lambda at=at: self._fire(node, due, at)))
+                    out.append(lambda at=at: self._fire(node, due, at))
             if self._expirable(node):  # the expiration's phase is the broker's: at once, or just before the next request
                 for at in sorted({node.now_ms, max(node.now_ms, next_recv or node.now_ms)}):
-                    out.append(("expire", lambda at=at: self._step(node, ev.TimerFired(
-                        now_ms=at, key=ExpirationTimer(self.partition), payload=None))))
+                    out.append(lambda at=at: self._step(node, ev.TimerFired(
+                        now_ms=at, key=ExpirationTimer(self.partition), payload=None)))
         for e in self.write_errors:
             for w in {writes[0], writes[-1]} if writes else ():
-                out.append(("write failed", lambda w=w, e=e: self._step(
-                    node, ev.WriteFailed(now_ms=node.now_ms, write_id=w, error=e))))
+                out.append(lambda w=w, e=e: self._step(
+                    node, ev.WriteFailed(now_ms=node.now_ms, write_id=w, error=e)))
         return out
+
+    def _late_times(self, node: _Node, start: int, limit: int | None) -> set[int]:
+        """When an answer still owed went out, past ``start`` and the tolerance, up to ``limit``
+        (None: no bound): when a timer or a write it rides on may have been late."""
+        return {sent for p in node.fed - node.answered if (sent := self.send_ms[p]) is not None
+                and start + self.tol < sent and (limit is None or sent <= limit)}
 
     def _timer_times(self, node: _Node, deadline: int, limit: int, up_to_limit: bool) -> list[int]:
         """When a timer may fire: at its deadline, or late, until ``limit`` (the next request):
         then, or when an answer still owed went out."""
         start = max(deadline, node.now_ms)
-        times = {start}
-        if up_to_limit and limit > start:
-            times.add(limit)
-        for p in node.fed - node.answered:
-            sent = self.send_ms[p]
-            if sent is not None and start + self.tol < sent <= limit:
-                times.add(sent)
-        return sorted(times)
+        extra = {limit} if up_to_limit and limit > start else set()
+        return sorted({start} | extra | self._late_times(node, start, limit))
 
     def _write_times(self, node: _Node, next_recv: int | None) -> list[int]:
         """When the oldest write may be acknowledged: now, or when an answer still owed went out
         (answers ride on writes: a leader's SyncGroup, a commit), before the next request."""
-        times = {node.now_ms}
-        for p in node.fed - node.answered:
-            sent = self.send_ms[p]
-            if sent is not None and sent > node.now_ms + self.tol and (next_recv is None or sent <= next_recv):
-                times.add(sent)
-        return sorted(times)
+        return sorted({node.now_ms} | self._late_times(node, node.now_ms, next_recv))
 
     def _ready(self, node: _Node, unfed: list[int]) -> list[int]:
-        """Requests that may reach the core next: none answered before it arrived is still unfed."""
-        out = []
-        for p in unfed:
-            recv = self.unit[p].recv_us
-            if not any(self.unit[q].send_us is not None and self.unit[q].send_us < recv for q in unfed if q != p):
-                out.append(p)
-        return out
+        """Requests that may reach the core next: none answered before it arrived is still unfed
+        (the two earliest answers still unfed decide it for every request)."""
+        first = heapq.nsmallest(2, ((self.unit[q].send_us, q) for q in unfed if self.unit[q].send_us is not None))
+        return [p for p in unfed
+                if not any(q != p and sent < self.unit[p].recv_us for sent, q in first)]
 
     def _owed_until(self, node: _Node) -> int | None:
         late = [self.send_ms[p] for p in self.owed - node.answered if self.send_ms[p] is not None]
@@ -265,18 +262,16 @@ class _Search:
         commands = coordinator.handle(event)
         ids = node.ids.copy()
         answered = set(node.answered)
-        responds = [c for c in commands if isinstance(c, Respond)]
-        for c in responds:  # own ids first: a leader's member list names members answered in the same step
-            obs = self.unit[c.request_id]
-            if not bind_own_id(obs.api, obs.version, c.response, obs.response, ids):
-                raise _Failure(c.request_id, "the member id answered is another member's")
-        for c in responds:
-            obs = self.unit[c.request_id]
-            bind_listed(obs.api, obs.version, c.response, obs.response, ids)
-        for c in responds:
-            p = c.request_id
+        responds = [(c.request_id, core_fields(self.unit[c.request_id].api, self.unit[c.request_id].version,
+                                                c.response)) for c in commands if isinstance(c, Respond)]
+        for p, core in responds:  # own ids first: a leader's member list names members answered in the same step
+            if not bind_own_id(self.unit[p].api, core, self.unit[p].response, ids):
+                raise _Failure(p, "the member id answered is another member's")
+        for p, core in responds:
+            bind_listed(self.unit[p].api, core, self.unit[p].response, ids)
+        for p, core in responds:
             obs = self.unit[p]
-            got = core_view(obs.api, obs.version, c.response, ids)
+            got = core_view(obs.api, core, ids)
             self.allowed.setdefault(p, set()).add(json.dumps(got, sort_keys=True))
             if obs.response is None:
                 if obs.open_until_us is not None and event.now_ms + self.tol < obs.open_until_us // 1000:
@@ -292,9 +287,8 @@ class _Search:
                 # an answer goes out when it is made: a broker holding it longer is not the spec
                 raise _Failure(p, f"the spec answers at {event.now_ms} ms, the broker only at "
                                   f"{self.send_ms[p]} ms", got)
-            want = observed_view(obs.api, obs.response)
-            if got != want:
-                raise _Failure(p, "; ".join(differences(got, want)), got)
+            if got != self.want[p]:
+                raise _Failure(p, "; ".join(differences(got, self.want[p])), got)
             answered.add(p)
         child = attrs.evolve(node, state=coordinator.snapshot(), now_ms=event.now_ms, ids=ids,
                              answered=frozenset(answered))
@@ -343,18 +337,14 @@ class _Search:
                            len(self.unit), self.nodes)
         _, f, path = self.best
         obs = self.unit[f.pos]
+        detail = f"{obs.api} v{obs.version} (line {obs.index}): {f.why}"
         if self.moved:
-            return Verdict(self.gid, INCONCLUSIVE, f"{obs.api} v{obs.version} (line {obs.index}): {f.why}; the "
-                           f"broker's answers say its coordinator moved or its log failed, which the trace "
-                           f"cannot show", len(self.unit), self.nodes, line=obs.index, observed=obs.response,
-                           allowed=tuple(sorted(self.allowed.get(f.pos, ()))),
-                           excerpt=tuple(self.unit[p].index for p in path if isinstance(p, int)),
-                           steps=tuple(self._words(p) for p in path))
-        return Verdict(self.gid, DIVERGES, f"{obs.api} v{obs.version} (line {obs.index}): {f.why}",
-                       len(self.unit), self.nodes, line=obs.index, observed=obs.response,
-                       allowed=tuple(sorted(self.allowed.get(f.pos, ()))),
+            detail += ("; the broker's answers say its coordinator moved or its log failed, which the trace "
+                       "cannot show")
+        return Verdict(self.gid, INCONCLUSIVE if self.moved else DIVERGES, detail, len(self.unit), self.nodes,
+                       line=obs.index, observed=obs.response, allowed=tuple(sorted(self.allowed.get(f.pos, ()))),
                        excerpt=tuple(self.unit[p].index for p in path if isinstance(p, int)),
-                           steps=tuple(self._words(p) for p in path))
+                       steps=tuple(self._words(p) for p in path))
 
 
 def _mid_life(unit: list[Obs]) -> Obs | None:
