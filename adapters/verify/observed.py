@@ -149,6 +149,17 @@ def per_group(obs: Obs) -> list[tuple[str, Obs]]:
     return out
 
 
+def unchecked_reason(obs: Obs) -> str:
+    """Why a pair about no group is not checked (``per_group`` gave nothing)."""
+    return f"{obs.api} (not about one group)" if obs.api not in CHECKED_APIS else f"{obs.api} of no group"
+
+
+def in_order(unit: list[Obs]) -> list[Obs]:
+    """A unit's pairs in the order received (the search's order of reading them)."""
+    unit.sort(key=lambda o: (o.recv_us, o.index))
+    return unit
+
+
 def split(pairs: Iterable[Obs]) -> Split:
     units: dict[str, list[Obs]] = {}
     unchecked: dict[str, int] = {}
@@ -157,10 +168,10 @@ def split(pairs: Iterable[Obs]) -> Split:
         for g, part in parts:
             units.setdefault(g, []).append(part)
         if not parts:
-            reason = f"{obs.api} (not about one group)" if obs.api not in CHECKED_APIS else f"{obs.api} of no group"
+            reason = unchecked_reason(obs)
             unchecked[reason] = unchecked.get(reason, 0) + 1
     for unit in units.values():
-        unit.sort(key=lambda o: (o.recv_us, o.index))
+        in_order(unit)
     return Split(units, unchecked)
 
 

@@ -15,6 +15,8 @@ from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, INCONCLUSIVE, 
 
 EXIT = {CONFORMS: 0, DIVERGES: 1, INCONCLUSIVE: 3}  # 2: bad input
 COLUMNS = ("group_id", "verdict", "detail", "pairs", "nodes", "line", "observed", "allowed", "excerpt", "steps")
+_JSON_COLUMN = "observed"  # a dict: as JSON text (its fields differ by API)
+_LIST_COLUMNS = ("allowed", "excerpt", "steps")
 
 
 def verify_plain(path: str, settings: Settings) -> tuple[list[Verdict], dict]:
@@ -29,23 +31,15 @@ def verify_spark(path: str, settings: Settings, master: str) -> tuple[list[Verdi
     from groupcoord.adapters.replay.spark_session import spark_session
 
     d = observed.trace_dir(path)
-    if not (d / JSONL).exists():  # Parquet, or a crashed recording's journal: read here, handed out by group
-        return _spark_records(observed.read(d), settings, master)
+    name = str(d / JSONL)
+    # Parquet, or a crashed recording's journal: read here, handed out by group
+    pairs = None if (d / JSONL).exists() else observed.read(d)
     spark = spark_session(master, "groupcoord-verify")
     try:
-        name = str(d / JSONL)
-        keyed = spark.sparkContext.textFile(name).zipWithIndex().flatMap(lambda li: _keyed(li, name)).cache()
-        return _spark_verdicts(keyed, settings)
-    finally:
-        spark.stop()
-
-
-def _spark_records(pairs: list, settings: Settings, master: str) -> tuple[list[Verdict], dict]:
-    from groupcoord.adapters.replay.spark_session import spark_session
-
-    spark = spark_session(master, "groupcoord-verify")
-    try:
-        return _spark_verdicts(spark.sparkContext.parallelize(pairs).flatMap(_key), settings)
+        sc = spark.sparkContext
+        keyed = (sc.textFile(name).zipWithIndex().flatMap(lambda li: _keyed(li, name)) if pairs is None
+                 else sc.parallelize(pairs).flatMap(_key))
+        return _spark_verdicts(keyed.cache(), settings)
     finally:
         spark.stop()
 
@@ -81,14 +75,11 @@ def _key(obs) -> list:
     parts = observed.per_group(obs)
     if parts:
         return [(("group", g), part) for g, part in parts]
-    reason = (f"{obs.api} (not about one group)" if obs.api not in observed.CHECKED_APIS
-              else f"{obs.api} of no group")
-    return [(("unchecked", reason), None)]
+    return [(("unchecked", observed.unchecked_reason(obs)), None)]
 
 
 def _verdict_row(group_id: str, unit: list, settings: Settings) -> dict:
-    unit.sort(key=lambda o: (o.recv_us, o.index))
-    return attrs.asdict(verify_group(group_id, unit, settings), recurse=False)
+    return attrs.asdict(verify_group(group_id, observed.in_order(unit), settings), recurse=False)
 
 
 def summarize(verdicts: list[Verdict], unchecked: dict, seconds: float, engine: str) -> dict:
@@ -120,13 +111,13 @@ def write_report(out: Path, verdicts: list[Verdict], summary: dict) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     rows = [attrs.asdict(v, recurse=False) for v in verdicts]
-    table = pa.table({
-        "group_id": [r["group_id"] for r in rows], "verdict": [r["verdict"] for r in rows],
-        "detail": [r["detail"] for r in rows], "pairs": [r["pairs"] for r in rows],
-        "nodes": [r["nodes"] for r in rows], "line": [r["line"] for r in rows],
-        "observed": [None if r["observed"] is None else json.dumps(r["observed"], sort_keys=True) for r in rows],
-        "allowed": [list(r["allowed"]) for r in rows], "excerpt": [list(r["excerpt"]) for r in rows],
-        "steps": [list(r["steps"]) for r in rows]})
+
+    def cell(name: str, value):
+        if name == _JSON_COLUMN:
+            return None if value is None else json.dumps(value, sort_keys=True)
+        return list(value) if name in _LIST_COLUMNS else value
+
+    table = pa.table({name: [cell(name, r[name]) for r in rows] for name in COLUMNS})
     pq.write_table(table, out / "verdicts.parquet")
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "summary.txt").write_text(format_summary(summary, verdicts))
