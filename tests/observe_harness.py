@@ -210,3 +210,21 @@ class FakeBroker:
 
 def json_lines(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def consumer_pair(bootstrap: str, group: str, during=None) -> None:
+    """Two kafka-python consumers join ``group`` at ``bootstrap`` and are assigned (perhaps
+    nothing), then ``during(workers)`` runs, then they leave; every one is stopped."""
+    from server_harness import Worker
+
+    workers = []
+    try:
+        workers = [Worker("kafka-python", bootstrap, group, client_id=f"kp-{i}") for i in range(2)]
+        wait_until(lambda: all(w.assignment is not None for w in workers), 60, "both consumers assigned")
+        if during is not None:
+            during(workers)
+        for w in workers:
+            w.close()
+    finally:
+        for w in workers:
+            w.stop()

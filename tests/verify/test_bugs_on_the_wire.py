@@ -12,11 +12,12 @@ together and timers; they are caught on the answers to scenarios and scripts
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import pytest
-from observe_harness import RecorderProcess, connect, read_frame, request, response_fields
-from server_harness import InProcessServer, Worker, balanced, wait_until
+from observe_harness import RecorderProcess, connect, consumer_pair, read_frame, request, response_fields
+from server_harness import InProcessServer, wait_until
 
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.adapters.cli.main import main
@@ -29,39 +30,46 @@ SETTINGS = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms
 SESSION_MS = 3000  # the workers' session timeout
 
 
-def _record(mutant_name: str, out, kill: bool) -> None:
-    mutant = next(m for m in MUTANTS if m.name == mutant_name)
-    with applied(mutant):
+def _server_recording(out, session, mutant_name: str | None = None) -> None:
+    """``session(recorder)`` against a running server (with the mutant applied, if named)
+    through ``groupcoord record`` into ``out``; the server and the recorder stopped after."""
+    mutant = next((m for m in MUTANTS if m.name == mutant_name), None)
+    with applied(mutant) if mutant is not None else contextlib.nullcontext():
         server = InProcessServer(config=CoordinatorConfig.from_kafka(SETTINGS), catalog=TopicCatalog.parse(["t6=6"]),
                                  storage=MemoryStorage())
         recorder = RecorderProcess(f"127.0.0.1:{server.port}", out)
-        workers = []
         try:
-            workers = [Worker("kafka-python", recorder.bootstrap, "bug", client_id=f"kp-{i}") for i in range(2)]
-            wait_until(lambda: all(w.assignment is not None for w in workers), 60, "both consumers assigned")
-            if kill:
-                workers[1].proc.kill()
-                killed_us = time.time_ns() // 1000
-                # the survivor's heartbeats, well past the dead member's session
-                wait_until(lambda: any(r["api"] == "Heartbeat" and r["recv_us"] > killed_us + (SESSION_MS + 2000) * 1000
-                                       for r in recorder.records()), 60, "a heartbeat after the session")
-            for w in workers:
-                w.close()
+            session(recorder)
         finally:
-            for w in workers:
-                w.stop()
             recorder.stop()
             server.stop()
+
+
+def _verify(path, report) -> tuple[int, str]:
+    args = ["verify", str(path), "--out", str(report)]
+    for k, v in SETTINGS.items():
+        args += [f"--{k}", str(v)]
+    return main(args)
+
+
+def _consumers(kill: bool):
+    def session(recorder) -> None:
+        def kill_one(workers) -> None:
+            workers[1].proc.kill()
+            killed_us = time.time_ns() // 1000
+            # the survivor's heartbeats, well past the dead member's session
+            wait_until(lambda: any(r["api"] == "Heartbeat" and r["recv_us"] > killed_us + (SESSION_MS + 2000) * 1000
+                                   for r in recorder.records()), 60, "a heartbeat after the session")
+
+        consumer_pair(recorder.bootstrap, "bug", kill_one if kill else None)
+    return session
 
 
 @pytest.mark.parametrize("mutant,kill", [("first-generation-zero", False), ("generation-bumped-twice", False),
                                          ("disconnected-never-removed", True)])
 def test_a_bug_of_a_running_server_diverges(tmp_path, capsys, mutant, kill):
-    _record(mutant, tmp_path / "rec", kill)
-    args = ["verify", str(tmp_path / "rec"), "--out", str(tmp_path / "report")]
-    for k, v in SETTINGS.items():
-        args += [f"--{k}", str(v)]
-    code = main(args)
+    _server_recording(tmp_path / "rec", _consumers(kill), mutant)
+    code = _verify(tmp_path / "rec", tmp_path / "report")
     out = capsys.readouterr().out
     assert code == 1 and "DIVERGES bug:" in out, out
 
@@ -97,28 +105,13 @@ def _raw(port: int, group: str, last: str) -> None:
 @pytest.mark.parametrize("mutant,last", [("heartbeat-empty-none", "heartbeat-empty"),
                                          ("commit-from-stale-generation", "stale-commit")])
 def test_a_bug_a_raw_client_shows_diverges(tmp_path, capsys, mutant, last):
-    with applied(next(m for m in MUTANTS if m.name == mutant)):
-        server = InProcessServer(config=CoordinatorConfig.from_kafka(SETTINGS), catalog=TopicCatalog.parse(["t6=6"]),
-                                 storage=MemoryStorage())
-        recorder = RecorderProcess(f"127.0.0.1:{server.port}", tmp_path / "rec")
-        try:
-            _raw(recorder.port, "bug", last)
-        finally:
-            recorder.stop()
-            server.stop()
-    args = ["verify", str(tmp_path / "rec"), "--out", str(tmp_path / "report")]
-    for k, v in SETTINGS.items():
-        args += [f"--{k}", str(v)]
-    code = main(args)
+    def session(recorder) -> None:
+        _raw(recorder.port, "bug", last)
+
+    _server_recording(tmp_path / "rec", session, mutant)
+    code = _verify(tmp_path / "rec", tmp_path / "report")
     out = capsys.readouterr().out
     assert code == 1 and "DIVERGES bug:" in out, out
     # the same session on the true server conforms
-    server = InProcessServer(config=CoordinatorConfig.from_kafka(SETTINGS), catalog=TopicCatalog.parse(["t6=6"]),
-                             storage=MemoryStorage())
-    recorder = RecorderProcess(f"127.0.0.1:{server.port}", tmp_path / "true")
-    try:
-        _raw(recorder.port, "bug", last)
-    finally:
-        recorder.stop()
-        server.stop()
-    assert main(["verify", str(tmp_path / "true"), "--out", str(tmp_path / "report2"), *args[4:]]) == 0
+    _server_recording(tmp_path / "true", session)
+    assert _verify(tmp_path / "true", tmp_path / "report2") == 0

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from observe_harness import RecorderProcess
-from server_harness import Tansu, Worker, tansu_binary, wait_until
+from observe_harness import RecorderProcess, consumer_pair
+from server_harness import Tansu, tansu_binary, wait_until
 
 from groupcoord.adapters.cli.main import main
 
@@ -22,16 +22,10 @@ def recording(tmp_path_factory):
     out = tmp_path_factory.mktemp("tansu")
     broker = Tansu(str(out / "tansu.log"))
     recorder = RecorderProcess(broker.bootstrap, out / "rec")
-    workers = []
     try:
-        workers = [Worker("kafka-python", recorder.bootstrap, "peer", client_id=f"kp-{i}") for i in range(2)]
-        wait_until(lambda: all(w.assignment is not None for w in workers), 60, "both consumers assigned")
-        wait_until(lambda: sum(r["api"] == "Heartbeat" for r in recorder.records()) >= 2, 60, "heartbeats")
-        for w in workers:
-            w.close()
+        consumer_pair(recorder.bootstrap, "peer", lambda _: wait_until(
+            lambda: sum(r["api"] == "Heartbeat" for r in recorder.records()) >= 2, 60, "heartbeats"))
     finally:
-        for w in workers:
-            w.stop()
         recorder.stop()
         broker.stop()
     return out / "rec"
