@@ -77,12 +77,11 @@ class Writes:
 
     def _finish_write(self, write: PendingWrite, error: Error | None) -> None:
         self._op = {}
-        later = any(w.partition == write.partition and w.write_id > write.write_id for w in self._writes.values())
         for callback in write.callbacks:
             if type(callback) is DeleteResult:
                 self._delete_result(write.write_id, callback.request_id, callback.group_ids, error)
             else:
-                self._run_callback(callback, error, later)
+                self._run_callback(callback, error, write)
         # Callbacks do not write again in Kafka's classic coordinator; a failed write's
         # follow-up (a new rebalance) writes nothing until its own completion.
         followups, self._op = self._op, {}
@@ -107,13 +106,15 @@ class Writes:
                 keep.append(entry)
         self._deferred = keep
 
-    def _run_callback(self, callback, error: Error | None, later: bool) -> None:
-        """``later``: a later write of the partition is still in flight."""
+    def _run_callback(self, callback, error: Error | None, write: PendingWrite) -> None:
+        """``write``: the write whose outcome this is."""
         kind = type(callback)
         if kind is AfterSync or kind is AfterStaticReplace:
             self._step(callback.group_id, Written(callback, error))
         elif kind is AfterNewGroup:
             if error is not None:
+                later = any(w.partition == write.partition and w.write_id > write.write_id
+                            for w in self._writes.values())  # asked only here: a scan of the writes in flight
                 self._rollback_new_group(callback.group_id, error, callback.displaced, later)
         elif kind is UndoOffsets:
             self._offsets_written(callback.changes, error)
