@@ -16,16 +16,18 @@ import pytest
 from paths import ROOT
 
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
-PACKAGES = {"core": "groupcoord.core", "adapters": "groupcoord.adapters"}
+# Folder -> import name (pyproject.toml's package-dir); the longest folder a module is under wins.
+PACKAGES = {"core": "groupcoord.core", "adapters/testing": "groupcoord.testing", "adapters": "groupcoord.adapters"}
 WINGS = sorted(p.name for p in (ROOT / "adapters").iterdir() if (p / "__init__.py").exists())
 
 
 def _modules(root: Path = ROOT):
     """(path, dotted module name) of every module of core/ and adapters/ under ``root``."""
-    for folder, package in PACKAGES.items():
-        for path in sorted((root / folder).rglob("*.py")):
+    for top in ("core", "adapters"):
+        for path in sorted((root / top).rglob("*.py")):
+            folder = next(f for f in PACKAGES if path.is_relative_to(root / f))
             parts = [p for p in path.relative_to(root / folder).with_suffix("").parts if p != "__init__"]
-            yield path, ".".join([package, *parts])
+            yield path, ".".join([PACKAGES[folder], *parts])
 
 
 def private_reaches(root: Path = ROOT) -> list[str]:
@@ -100,8 +102,8 @@ def test_imports_flow_one_way():
 def test_the_import_rules_catch_a_planted_import(tmp_path, plant):
     """The same contracts on a copy of the house with one bad import planted."""
     copy = tmp_path / "groupcoord"
-    for folder in PACKAGES:
-        shutil.copytree(ROOT / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for folder, name in PACKAGES.items():
+        shutil.copytree(ROOT / folder, copy / name.split(".", 1)[1], ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     where, line = plant
     target = copy / where
@@ -116,7 +118,7 @@ def test_no_module_reaches_for_a_private_name():
 
 
 def test_the_private_name_check_catches_a_planted_reach(tmp_path):
-    for folder in PACKAGES:
+    for folder in ("core", "adapters"):
         (tmp_path / folder).mkdir()
     (tmp_path / "adapters" / "a.py").write_text(
         "from groupcoord.core.model import _hidden\nfrom groupcoord.adapters.checks import invariants as inv\n"
@@ -146,7 +148,7 @@ def test_adapters_is_wings_only_and_each_wing_says_what_it_holds():
     top = sorted(p.name for p in (ROOT / "adapters").glob("*.py"))
     assert top == ["__init__.py"]
     assert {"protocol", "client", "storage", "runtime", "checks", "replay", "sim", "wire", "observe", "conformance",
-            "tla", "bench", "cli", "verify"} == set(WINGS)
+            "tla", "bench", "cli", "verify", "testing"} == set(WINGS)
     for wing in WINGS:
         doc = ast.get_docstring(ast.parse((ROOT / "adapters" / wing / "__init__.py").read_text()))
         assert doc and "May import" in doc and len(doc) > 100, wing
