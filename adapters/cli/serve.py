@@ -17,20 +17,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from groupcoord.core.config import KAFKA_NAMES, ConfigError, CoordinatorConfig
+from groupcoord.core.config import ConfigError
 
 from groupcoord.adapters.storage.interface import StorageOpenError
 
 from groupcoord.adapters.cli import parsing
 from groupcoord.adapters.cli.parsing import Parser, fail
 
-from groupcoord.adapters.wire import broker_apis as apis
+from groupcoord.adapters.wire.settings import KNOWN_NAMES, read_settings
 
 # The protocol modules (kio) are imported when a command runs, so that adding these commands to
 # the ``groupcoord`` parser costs nothing for the other commands.
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-_SERVER_SETTINGS = {"socket.request.max.bytes": "max_request_bytes"}
 
 
 def add_server_commands(sub: argparse._SubParsersAction) -> None:
@@ -79,7 +78,7 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--event-loop", choices=["auto", "asyncio", "uvloop"], default="auto",
                    help="auto: uvloop when it is installed (faster), else asyncio's own")
     p.add_argument("--log-level", choices=["debug", "info", "warning", "error"], default="info")
-    for name in sorted(KAFKA_NAMES) + sorted(_SERVER_SETTINGS):
+    for name in KNOWN_NAMES:
         p.add_argument("--" + name, dest="kafka:" + name, metavar="VALUE", default=None,
                        help=argparse.SUPPRESS if name not in _DOCUMENTED else _DOCUMENTED[name])
 
@@ -131,6 +130,9 @@ _DOCUMENTED = {
     "advertised.host": "host given to clients in Metadata/FindCoordinator (default: the bound host)",
     "advertised.port": "port given to clients (default: the bound port)",
     "socket.request.max.bytes": "largest request frame accepted (default 104857600)",
+    "auto.create.topics.enable": "a topic a client asks Metadata for that does not exist is created "
+                                 "(default true, as Kafka)",
+    "num.partitions": "partitions of an auto-created topic (default 1)",
     "group.max.size": "most members a group may have (default 2147483647)",
     "offsets.retention.minutes": "how long offsets of an empty group are kept (default 10080)",
     "offsets.retention.check.interval.ms": "how often expired offsets and groups are removed (default 600000)",
@@ -215,32 +217,21 @@ def build_server(args: argparse.Namespace, log: Any) -> "Any":
                 host, port = _listener(value, args.config)
             elif key.startswith("topic."):
                 topics.append(f"{key[len('topic.'):]}={value}")
-            elif key in KAFKA_NAMES or key in _SERVER_SETTINGS:
+            elif key in KNOWN_NAMES:
                 settings[key] = value
             else:
                 ignored.append(key)
-    for name in list(KAFKA_NAMES) + list(_SERVER_SETTINGS):
+    for name in KNOWN_NAMES:
         value = getattr(args, "kafka:" + name)
         if value is not None:
             settings[name] = value
     host = args.host if args.host is not None else host
     port = args.port if args.port is not None else port
     topics += args.topic
-    try:
-        catalog = apis.TopicCatalog.parse(topics)
-    except ValueError as e:
-        raise ConfigError(str(e)) from None
-    server_settings = {k: settings.pop(k) for k in list(settings) if k in _SERVER_SETTINGS}
     if "advertised.host" not in settings and host not in ("0.0.0.0", "::", ""):
         settings["advertised.host"] = host
-    config = CoordinatorConfig.from_kafka(settings)
-    try:
-        max_bytes = int(server_settings.get("socket.request.max.bytes", 104_857_600))
-    except ValueError:
-        raise ConfigError(f"socket.request.max.bytes must be an integer, got "
-                          f"{server_settings['socket.request.max.bytes']!r}") from None
-    if max_bytes < 1:
-        raise ConfigError("socket.request.max.bytes must be at least 1")
+    broker = read_settings(settings, topics)
+    config, catalog = broker.config, broker.catalog
     if args.storage == "broker" and not args.bootstrap_server:
         raise ConfigError("--storage broker needs --bootstrap-server HOST:PORT")
     if args.trace:
@@ -266,7 +257,7 @@ def build_server(args: argparse.Namespace, log: Any) -> "Any":
         storage = SqliteStorage(args.data_dir, max_bytes=args.sqlite_max_bytes)
     else:
         storage = MemoryStorage()
-    options = ServerOptions(host=host, port=port, trace=args.trace, max_request_bytes=max_bytes,
+    options = ServerOptions(host=host, port=port, trace=args.trace, max_request_bytes=broker.max_request_bytes,
                             advertise_bound_port="advertised.port" not in settings,
                             node_id_from_port=ownership is not None and "node.id" not in settings)
     return GroupServer(config, catalog, options=options, storage=storage, log=log, ownership=ownership)

@@ -83,10 +83,14 @@ def topic_name_problem(name: str) -> str | None:
 @attrs.frozen
 class TopicCatalog:
     """The topics this broker knows: name -> partition count. ``open`` (tests, the conformance
-    format without ``topics``) means every topic exists with every partition named."""
+    format without ``topics``) means every topic exists with every partition named.
+    ``auto_create_partitions`` (``num.partitions`` when ``auto.create.topics.enable`` is
+    true, else None): a topic a Metadata request asks for that does not exist is created with
+    that many partitions (``create``)."""
 
     topics: dict = attrs.field(factory=dict)
     open: bool = False
+    auto_create_partitions: int | None = None
 
     @classmethod
     def parse(cls, specs: Iterable[str]) -> "TopicCatalog":
@@ -118,6 +122,10 @@ class TopicCatalog:
         if name in self.topics:
             return 0 <= partition < self.topics[name]
         return self.open and partition >= 0 and topic_name_problem(name) is None
+
+    def create(self, name: str) -> None:
+        """Auto-create ``name`` (the catalog's dict is the broker's topic list: it grows)."""
+        self.topics.setdefault(name, self.auto_create_partitions)
 
     def names(self) -> list[str]:
         return sorted(self.topics)
@@ -182,6 +190,10 @@ def metadata(version: int, request: dict, catalog: TopicCatalog, node: Node,
                 {"error_code": int(Error.INVALID_REQUEST), "name": n or "", "topic_id": i or ZERO_UUID,
                  "is_internal": False, "partitions": []} for n, i in names]}
     topic_ops = TOPIC_OPERATIONS if request.get("include_topic_authorized_operations") else INT32_MIN
+    # KafkaApis: auto-creation needs the broker setting and the request's flag (v4+; true
+    # before), and never happens for an all-topics request.
+    auto_create = (catalog.auto_create_partitions is not None and wanted is not None
+                   and request.get("allow_auto_topic_creation", True) is not False)
     topics = []
     for name, topic_id in names:
         if name is None:  # by id (v12+)
@@ -193,6 +205,11 @@ def metadata(version: int, request: dict, catalog: TopicCatalog, node: Node,
         count = catalog.partitions(name)
         if count is None:
             error = Error.INVALID_TOPIC_EXCEPTION if topic_name_problem(name) else Error.UNKNOWN_TOPIC_OR_PARTITION
+            if error == Error.UNKNOWN_TOPIC_OR_PARTITION and auto_create:
+                # A KRaft broker asks the controller to create it and answers this request
+                # UNKNOWN_TOPIC_OR_PARTITION (AutoTopicCreationManager.sendCreateTopicRequest);
+                # the client's next Metadata finds it.
+                catalog.create(name)
             topics.append({"error_code": int(error), "name": name, "topic_id": ZERO_UUID, "is_internal": False,
                            "partitions": [], "topic_authorized_operations": INT32_MIN})
             continue
