@@ -7,7 +7,6 @@ polls a condition with a deadline.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import queue
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from groupcoord.adapters.bench.server import stop_process, tansu_binary  # noqa: F401  (tansu_binary: for the tests)
+from groupcoord.testing.servers import InProcessServer as LibraryServer
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "client_worker.py"
@@ -213,47 +213,10 @@ def balanced(workers: list[Worker], partitions: int = 6) -> bool:
     return sorted(flat) == list(range(partitions)) and max(sizes) - min(sizes) <= 1
 
 
-class InProcessServer:
-    """A GroupServer on an event loop in a background thread (for tests that reach into it).
-    Keywords: the server's parts (config, catalog, storage, clock, log, ownership) and
-    ``ServerOptions`` fields.
-
-    Tests wait on what the server exposes (its test controls' ``until``, ``request_handled``,
-    ...), never for a fixed time: ``run`` waits from a test's thread, ``on_loop`` from a test's
-    own event loop."""
-
-    def __init__(self, **kwargs: Any) -> None:
-        from groupcoord.adapters.wire.options import ServerOptions
-        from groupcoord.adapters.wire.server import GroupServer
-
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        parts = {k: kwargs.pop(k) for k in ("config", "catalog", "storage", "clock", "log", "ownership") if k in kwargs}
-        kwargs.setdefault("host", "127.0.0.1")
-        kwargs.setdefault("port", 0)
-        options = ServerOptions(**kwargs)
-        self.server = self.call(lambda: GroupServer(**parts, options=options))
-        self.run(self.server.start())
-        self.port = self.server.port
-
-    def run(self, coro, timeout: float = 30) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def call(self, fn: Callable[[], Any], timeout: float = 30) -> Any:
-        async def wrapper():
-            return fn()
-        return self.run(wrapper(), timeout)
-
-    def on_loop(self, coro) -> "asyncio.Future":
-        """``coro`` (e.g. a wait of the test controls) run on the server's loop, awaitable from
-        a test's own event loop without blocking it."""
-        return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
-
-    def until(self, condition: Callable[[], Any], timeout: float = 10, what: str = "the condition") -> Any:
-        """From a test's thread: ``condition()`` (run on the server's loop) once true, checked
-        after every change the server makes; fails after ``timeout`` seconds."""
-        return self.run(self.server.controls.until(condition, timeout, what), timeout + 5)
+class InProcessServer(LibraryServer):
+    """The library's in-process server (groupcoord.testing.servers), plus what the wire tests
+    reach into: ``handled``. Tests wait on what the server exposes (its test controls'
+    ``until``, ``request_handled``, ...), never for a fixed time."""
 
     async def handled(self, client, correlation_id: int | None = None) -> str:
         """From a test's event loop: once the server has handled the request ``client`` (a
@@ -261,14 +224,6 @@ class InProcessServer:
         "pending" (parked) or "closed". Needs ``track_requests=True``."""
         cid = client.last_correlation_id if correlation_id is None else correlation_id
         return await self.on_loop(self.server.controls.request_handled(client.local_address, cid))
-
-    def stop(self) -> None:
-        try:
-            self.run(self.server.shutdown("test"), timeout=30)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
-            self.loop.close()
 
 
 _ZYGOTE = r"""

@@ -15,11 +15,9 @@ received and answered the request with that correlation id on that connection; a
 
 from __future__ import annotations
 
-import asyncio
 import select
 import socket
 import struct
-import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -32,33 +30,12 @@ from groupcoord.adapters.wire.broker_apis import TopicCatalog
 from groupcoord.adapters.conformance.scenarios import (Result, ScenarioFailure, hexed, Runner, read_scenario, run_steps,
                           scenario_config)
 from groupcoord.adapters.wire.clock import ManualClock
+from groupcoord.adapters.wire.loop_thread import LoopThread
 from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.wire.server import GroupServer
 from groupcoord.adapters.storage.memory import MemoryStorage
 
 _WAIT_S = 5.0
-
-
-class _LoopThread:
-    """An event loop running in a daemon thread; ``call``/``run`` execute on it and wait."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="wire-conformance", daemon=True)
-        self.thread.start()
-
-    def run(self, coro, timeout: float = 30) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def call(self, fn: Callable[..., Any], *args: Any, timeout: float = 30) -> Any:
-        async def wrapper():
-            return fn(*args)
-        return self.run(wrapper(), timeout)
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(10)
-        self.loop.close()
 
 
 class _Sent:
@@ -130,7 +107,7 @@ class _WireDriver:
 
 
 class _WireRunner(Runner):
-    def __init__(self, host: _LoopThread, observer: Callable | None = None) -> None:
+    def __init__(self, host: LoopThread, observer: Callable | None = None) -> None:
         super().__init__(observer)
         self.host = host
         self.server: GroupServer | None = None
@@ -270,7 +247,7 @@ class WireScenarioRunner:
     """Runs scenarios through the wire; reuse one for many scenarios (one loop thread)."""
 
     def __init__(self) -> None:
-        self.host = _LoopThread()
+        self.host = LoopThread("wire-conformance")
 
     def run_scenario(self, scenario: dict, path: str = "<scenario>") -> Result:
         return run_steps(_WireRunner(self.host), scenario, path)
