@@ -128,7 +128,7 @@ def start_server(topics: Mapping[str, int] | None = None, *, manual_clock: bool 
     ``ManualClock`` (time moves only by ``advance``) if ``manual_clock``."""
     broker = read_settings({**TEST_DEFAULTS, **kafka_settings(settings)}, topics)
     return InProcessServer(config=broker.config, catalog=broker.catalog, max_request_bytes=broker.max_request_bytes,
-                           clock=ManualClock(0) if manual_clock else None)
+                           clock=ManualClock(0, fire_due_at_once=True) if manual_clock else None)
 
 
 class ExistingServer:

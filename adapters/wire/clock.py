@@ -33,12 +33,17 @@ class RealClock:
 
 
 class ManualClock:
-    """Time moves only when the test controls' ``advance`` is called (tests, the conformance runner)."""
+    """Time moves only when the test controls' ``advance`` is called (tests, the conformance
+    runner). ``fire_due_at_once``: a timer armed for the current time fires as soon as it is
+    armed, as on a broker (a zero ``group.initial.rebalance.delay.ms`` does not wait for an
+    advance: the test fixtures); without it (the conformance format) only ``advance`` fires
+    timers."""
 
     manual = True
 
-    def __init__(self, now_ms: int = 0) -> None:
+    def __init__(self, now_ms: int = 0, fire_due_at_once: bool = False) -> None:
         self._now = now_ms
+        self.fire_due_at_once = fire_due_at_once
 
     def now_ms(self) -> int:
         return self._now

@@ -4,7 +4,8 @@ commands, and the alarm that fires its timers.
 Every event goes through ``dispatch``: the core handles it, ``Respond`` goes to the replies,
 ``Write`` to the storage pipeline, timer commands to the runner's ``TimerTable``; then the
 outcomes of finished writes are fed back in write order and the alarm is set to the next
-deadline (a real clock only: on a manual clock time moves by the test controls). A core that
+deadline (a real clock only: on a manual clock time moves by the test controls, and timers
+due at the current time fire at once if the clock says so). A core that
 raises is logged with its event (``CoreFailure``); the loop carries on with the next event.
 Each event handled is counted (``events_handled``) and told to the server's ``watch.Changes``:
 tests wait on the core's state, its timers included, rather than sleeping.
@@ -114,7 +115,11 @@ class CoreLoop:
     # --- timers --------------------------------------------------------------------------------
 
     def set_alarm(self) -> None:
-        if self.clock.manual or self.closing:
+        if self.closing:
+            return
+        if self.clock.manual:
+            if self.clock.fire_due_at_once:
+                self.fire_due()
             return
         self._alarm.set(self.timers.next_deadline())
 
