@@ -12,8 +12,11 @@ from paths import ROOT
 from server_harness import ServerProcess
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "spec").rglob("*.md"))]
+# A block that opens with "# test_NAME.py" is a pytest file, run by pytest with the plugin
+# (tests/testing/test_docs_pytest_examples.py).
 BLOCKS = [(doc, n, code) for doc in DOCS
-          for n, code in enumerate(re.findall(r"^```python\n(.*?)^```", doc.read_text(), re.S | re.M))]
+          for n, code in enumerate(re.findall(r"^```python\n(.*?)^```", doc.read_text(), re.S | re.M))
+          if not re.match(r"# test_\w+\.py\n", code)]
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
