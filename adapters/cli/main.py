@@ -83,6 +83,12 @@ def build_parser() -> Parser:
     q.add_argument("--count", type=parsing.number(int, 10, "a whole number of at least 10"), default=20_000,
                    help="heartbeats each way in each phase (default 20000): one connection with one in "
                         "flight (latency), then 4 connections back to back (requests/s)")
+    q = bench.add_parser("fixture", help="start-up and stop of the groupcoord_server test fixture (ms p50/max), "
+                                         "warm and in a fresh process")
+    q.add_argument("--starts", type=parsing.number(int, 1, "a whole number of at least 1"), default=200,
+                   help="servers started one after another in this process (default 200)")
+    q.add_argument("--cold", type=parsing.number(int, 1, "a whole number of at least 1"), default=5,
+                   help="fresh processes importing the fixtures and starting one server (default 5)")
     q = bench.add_parser("verify", help="groupcoord verify on many groups: plain against Spark local[1] and local[2], "
                                         "and the search's cost as members join at once")
     q.add_argument("--quick", action="store_true", help="200 groups and up to 10 members joining (for smoke tests)")
@@ -155,6 +161,10 @@ def _run(args) -> int:
         from groupcoord.adapters.bench.proxy import run_proxy_bench
 
         return run_proxy_bench(args.count)
+    if args.command == "bench" and args.target == "fixture":
+        from groupcoord.testing.startup_bench import run_fixture_bench
+
+        return run_fixture_bench(starts=args.starts, cold=args.cold)
     if args.command == "bench" and args.target == "storage":
         from groupcoord.adapters.bench.storage import run_storage_bench
 
