@@ -3,13 +3,12 @@ groupcoord is installed), pointing at the module with the fixtures."""
 
 from __future__ import annotations
 
-import importlib.metadata
 import tomllib
 
 import pytest
 
 from paths import ROOT
-from plugin_runner import PLUGIN
+from plugin_runner import PLUGIN, installed_entry_points
 
 
 def test_pyproject_declares_the_pytest11_entry_point():
@@ -21,8 +20,7 @@ def test_pyproject_declares_the_pytest11_entry_point():
 
 
 def test_the_installed_package_registers_it():
-    entry_points = importlib.metadata.distribution("groupcoord").entry_points
-    declared = {ep.name: ep.value for ep in entry_points if ep.group == "pytest11"}
+    declared = installed_entry_points()
     if not declared:
         pytest.skip("the installed groupcoord predates its pytest11 entry point: reinstall it (pip install -e .)")
     assert declared == {"groupcoord": PLUGIN}
