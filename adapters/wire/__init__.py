@@ -6,7 +6,9 @@ coordinator, its command runner and timers (``core_loop``), the storage pipeline
 (``pipeline``), the partitions served (``partitions``) and the agreement on their ownership
 between several servers (``ownership``), the test controls (``controls``) and what tests wait
 on instead of sleeping (``watch``); and the clocks (``clock``), the log lines (``log``) and
-the server's settings (``options``).
+the server's settings (``options``), read from Kafka's setting names by ``settings`` (for
+``groupcoord serve`` and the test fixtures); and an event loop on its own thread
+(``loop_thread``) for a server run inside a synchronous program.
 
 May import: ``replay``, ``runtime``, ``storage``, ``client``, ``protocol``, ``checks`` and
 ``groupcoord.core``; not ``sim`` or ``observe`` (siblings).
