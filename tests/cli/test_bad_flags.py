@@ -95,6 +95,8 @@ ROWS = [
     (["bench", "replay", "--trace", "{inputs}/missing"], "--trace {inputs}/missing: no such file or directory"),
     (["bench", "proxy", "--count", "5"], "argument --count: expected a whole number of at least 10, got '5'"),
     (["bench", "proxy", "--quick"], "unrecognized arguments: --quick"),
+    (["bench", "fixture", "--starts", "0"], "argument --starts: expected a whole number of at least 1, got '0'"),
+    (["bench", "fixture", "--cold", "x"], "argument --cold: expected a whole number of at least 1, got 'x'"),
     # --- record: the addresses, the output directory, then the upstream and the listener (nothing written)
     (["record"], "the following arguments are required: --out"),
     (["record", "--out", "o"], "one of the arguments --upstream --pcap is required"),
