@@ -141,3 +141,39 @@ def test_serve_auto_creates_by_default(flags, created):
         assert second == ({"asked": (0, 2)} if created else {"asked": (Error.UNKNOWN_TOPIC_OR_PARTITION, 0)})
     finally:
         server.stop()
+
+
+def test_advance_fires_a_rebalance_timeout():
+    """A Stable member that does not rejoin within the rebalance timeout is removed when time
+    reaches it, and the member waiting in JoinGroup gets the next generation."""
+    join = {"group_id": "g", "session_timeout_ms": 30_000, "rebalance_timeout_ms": 20_000, "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}]}
+
+    def state() -> str:
+        return server.call(lambda: server.server.core.coordinator.group("g").state.value)
+
+    async def scenario() -> None:
+        a = await KafkaClient.connect(server.host, server.port, "a")
+        b = await KafkaClient.connect(server.host, server.port, "b")
+        try:
+            first = await a.request(11, {**join, "member_id": ""}, version=3)  # v3: the id comes at once
+            assert (first["error_code"], first["generation_id"], first["leader"]) == (0, 1, first["member_id"])
+            synced = await a.request(14, {"group_id": "g", "generation_id": 1, "member_id": first["member_id"],
+                                          "assignments": [{"member_id": first["member_id"], "assignment": b"x"}]},
+                                     version=3)
+            assert synced["error_code"] == 0 and state() == "Stable"
+            waiting = b.send(11, {**join, "member_id": ""}, version=3)
+            server.until(lambda: server.server.core.coordinator.group("g").state.value == "PreparingRebalance",
+                         what="b's join to start a rebalance")
+            server.advance(19_999)
+            assert state() == "PreparingRebalance" and not waiting.done()
+            server.advance(1)  # the rebalance timeout: "a" never rejoined
+            second = await asyncio.wait_for(waiting, 10)
+            assert (second["error_code"], second["generation_id"]) == (0, 2)
+            assert [m["member_id"] for m in second["members"]] == [second["member_id"]] == [second["leader"]]
+        finally:
+            await a.close()
+            await b.close()
+
+    with start_server(manual_clock=True) as server:
+        asyncio.run(scenario())
