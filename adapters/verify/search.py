@@ -110,6 +110,10 @@ class _Search:
             _codes(o.response, codes)
         self.write_errors = tuple(_WRITE_ERROR_FOR[c] for c in sorted(codes) if c in _WRITE_ERROR_FOR)
         self.moved = bool(codes & _MOVED)
+        # the broker was still up, an unanswered request waiting, until then: its timers due
+        # before (and the tolerance) fired
+        self.open_end_ms = max((o.open_until_us // 1000 for o in unit if o.response is None and o.open_until_us),
+                               default=None)
 
     # ------------------------------------------------------------------ driving
 
@@ -156,7 +160,7 @@ class _Search:
             self.nodes += 1
             if self.nodes > self.settings.budget:
                 raise _Budget()
-            if len(node.fed) == len(self.unit) and self.owed <= node.answered:
+            if len(node.fed) == len(self.unit) and self.owed <= node.answered and not self._timer_owed(node):
                 return node
             stack.append((node, iter(self._choices(node))))
         return None
@@ -184,7 +188,7 @@ class _Search:
         else:
             for p in self._ready(node, unfed):
                 out.append(lambda p=p: self._feed(node, p))
-            horizon = next_recv if next_recv is not None else self._owed_until(node)
+            horizon = next_recv if next_recv is not None else self._end(node)
             if due is not None and horizon is not None and due[0] <= horizon + self.tol:
                 for at in self._timer_times(node, due[0], horizon, False):
                     out.append(lambda at=at: self._fire(node, due, at))
@@ -226,6 +230,17 @@ class _Search:
     def _owed_until(self, node: _Node) -> int | None:
         late = [self.send_ms[p] for p in self.owed - node.answered if self.send_ms[p] is not None]
         return max(late) if late else None
+
+    def _end(self, node: _Node) -> int | None:
+        """How far the recording shows the broker after the last request: its last answer, or
+        an unanswered request still waiting."""
+        ends = [t for t in (self._owed_until(node), self.open_end_ms) if t is not None]
+        return max(ends) if ends else None
+
+    def _timer_owed(self, node: _Node) -> bool:
+        """A timer due well before the recording's end that has not fired (an execution that
+        stops short of it explains nothing past it)."""
+        return bool(node.timers) and self.open_end_ms is not None and node.timers[0][0] + self.tol < self.open_end_ms
 
     def _expirable(self, node: _Node) -> bool:
         """The expiration can change something: an Empty group, or offsets to age."""
