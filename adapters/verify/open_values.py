@@ -42,7 +42,9 @@ def settle(state: CoordinatorState, commands: list, group_id: str, observed: Cal
     settled) after a step whose ``commands`` may open a generation newer than ``settled``.
     ``observed(request_id)``: the broker's answer to that request, None when not seen."""
     group = state.groups.get(group_id)
-    if group is None or group.generation_id <= settled:
+    if group is None:  # deleted or expired: a group made again counts its generations afresh
+        return state, {}, 0
+    if group.generation_id <= settled:
         return state, {}, settled
     generation = group.generation_id
     waiting = [r for _p, _w, r in state.deferred]
