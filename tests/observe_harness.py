@@ -108,6 +108,44 @@ def response_fields(api_key: int, version: int, frame: bytes) -> dict:
     return codec.to_fields(codec.decode_response(api_key, version, frame[4:])[1])
 
 
+class RawMember:
+    """One client connection sending Kafka requests by hand (as no consumer library would:
+    several in flight on one connection, a member that goes silent). Answers come back in the
+    order sent; ``answer`` waits for the next one at most ``timeout`` seconds (None: none came)."""
+
+    def __init__(self, port: int, client_id: str) -> None:
+        self.sock = connect(port)
+        self.client_id = client_id
+        self.member_id = ""
+        self._pending: list[tuple[int, int]] = []
+        self._next = 0
+
+    def send(self, api: str, version: int, fields: dict) -> None:
+        self._next += 1
+        self.sock.sendall(request(codec.API_KEYS[api], version, self._next, fields, self.client_id))
+        self._pending.append((codec.API_KEYS[api], version))
+
+    def answer(self, timeout: float = 10) -> dict | None:
+        import select
+
+        if not select.select([self.sock], [], [], timeout)[0]:
+            return None
+        frame = read_frame(self.sock)
+        if not frame:
+            raise ConnectionError(f"{self.client_id}: the connection closed with {len(self._pending)} unanswered")
+        return response_fields(*self._pending.pop(0), frame)
+
+    def call(self, api: str, version: int, fields: dict) -> dict:
+        self.send(api, version, fields)
+        got = self.answer()
+        if got is None:
+            raise TimeoutError(f"{self.client_id}: no answer to {api} within 10 s")
+        return got
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 def closed_by_peer(s: socket.socket) -> bool:
     try:
         return s.recv(1) == b""

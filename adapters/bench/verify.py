@@ -1,9 +1,11 @@
-"""``groupcoord bench verify``: ``groupcoord verify`` at scale. Observed traces of many groups
-(one group's life as the core answers it, copied under other group ids: each copy is checked
-on its own), checked by the plain engine and by Spark local[1] and local[2] in one run:
-groups/s and µs per observed pair, each as a ratio to the plain engine; then the search's cost
-per group as the number of members joining at once grows. Numbers as a table, then one JSON
-object per line, last."""
+"""``groupcoord bench verify``: ``groupcoord verify`` at scale. The simulator's groups
+(``groupcoord simulate``: seeded consumers of every strategy, static and dynamic, committing,
+crashing, stalling past max.poll.interval, leaving, restarting) converted to what the wire
+shows (``verify.from_trace``), each group checked on its own by the plain engine and by Spark
+local[1] and local[2] in one run: groups/s and µs per observed pair, each as a ratio to the
+plain engine; then the search's cost per group as the number of members joining at once grows.
+Groups whose coordinator failed over are left out (one broker's recording cannot show another
+taking over) and counted. Numbers as a table, then one JSON object per line, last."""
 
 from __future__ import annotations
 
@@ -12,16 +14,18 @@ import tempfile
 import time
 from pathlib import Path
 
-import attrs
-
 from groupcoord.core.config import CoordinatorConfig
+from groupcoord.adapters.replay.trace_files import coordinator_config, read_manifest
+from groupcoord.adapters.sim.simulator import simulate
 from groupcoord.adapters.verify.from_core import observe
+from groupcoord.adapters.verify.from_trace import observed_pairs
 from groupcoord.adapters.verify.observed import dump, split
 from groupcoord.adapters.verify.run import verify_plain, verify_spark
 from groupcoord.adapters.verify.search import Settings, verify_group
 
 CONFIG = CoordinatorConfig(offsets_topic_num_partitions=1)
 PROTOCOLS = [{"name": "range", "metadata": b"\x00\x01"}]
+SIM_MEMBERS, SIM_DURATION_MS, SIM_SEED = 3, 30_000, 18
 
 
 def _join(group: str, mid: str = "") -> dict:
@@ -29,37 +33,22 @@ def _join(group: str, mid: str = "") -> dict:
             "protocol_type": "consumer", "protocols": PROTOCOLS}
 
 
-def life(group: str = "g") -> list[tuple]:
-    """Two consumers join, sync, heartbeat, commit, fetch; one leaves, the other rejoins alone."""
-    def body(**b):
-        return {"group_id": group, **b}
+def simulated(groups: int, out: Path, seed: int = SIM_SEED) -> tuple[int, list[str], CoordinatorConfig]:
+    """The simulator's ``groups`` groups as an observed recording in ``out``: (pairs written, the
+    groups left out because their coordinator moved, the coordinator config they ran with)."""
+    sim = out.parent / f"{out.name}-simulated"
+    simulate(sim, groups=groups, members=SIM_MEMBERS, seed=seed, duration_ms=SIM_DURATION_MS, progress=False)
+    moved: list[str] = []
+    count = 0
 
-    commit = body(generation_id_or_member_epoch=1, member_id="c1-u1", topics=[
-        {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 42, "committed_metadata": ""}]}])
-    return [
-        (1000, 1, "JoinGroup", 5, _join(group), "c1"), (1010, 1, "JoinGroup", 5, _join(group, "c1-u1"), "c1"),
-        (1500, 2, "JoinGroup", 5, _join(group), "c2"), (1510, 2, "JoinGroup", 5, _join(group, "c2-u3"), "c2"),
-        (9000, 1, "SyncGroup", 5, body(generation_id=1, member_id="c1-u1", assignments=[
-            {"member_id": "c1-u1", "assignment": b"a1"}, {"member_id": "c2-u3", "assignment": b"a2"}]), "c1"),
-        (9000, 2, "SyncGroup", 5, body(generation_id=1, member_id="c2-u3", assignments=[]), "c2"),
-        *[(12000 + 3000 * k, 1 + k % 2, "Heartbeat", 4, body(generation_id=1, member_id=("c1-u1", "c2-u3")[k % 2]),
-           ("c1", "c2")[k % 2]) for k in range(6)],
-        (30000, 1, "OffsetCommit", 8, commit, "c1"),
-        (30100, 1, "OffsetFetch", 7, body(topics=None, require_stable=True), "c1"),
-        (31000, 2, "LeaveGroup", 4, body(members=[{"member_id": "c2-u3"}]), "c2"),
-        (32000, 1, "JoinGroup", 5, _join(group, "c1-u1"), "c1"),
-    ]
+    def counted():
+        nonlocal count
+        for obs in observed_pairs(sim, moved):
+            count += 1
+            yield obs
 
-
-def copies(groups: int) -> list:
-    """``groups`` copies of one group's pairs, each under its own group id, in time order."""
-    template = observe(life("g"), CONFIG)
-    out = []
-    for i in range(groups):
-        gid = f"group-{i:06d}"
-        for o in template:
-            out.append(attrs.evolve(o, index=len(out) + 1, request={**o.request, "group_id": gid}))
-    return sorted(out, key=lambda o: (o.recv_us, o.index))
+    dump(counted(), out)
+    return count, moved, coordinator_config(read_manifest(sim))
 
 
 def concurrent_joins(members: int) -> list:
@@ -70,11 +59,11 @@ def concurrent_joins(members: int) -> list:
 
 def run_verify_bench(quick: bool = False, groups: int | None = None) -> int:
     groups = groups or (200 if quick else 100_000)
-    settings = Settings(CONFIG)
     with tempfile.TemporaryDirectory(prefix="groupcoord-bench-verify-") as tmp:
         trace = Path(tmp) / "trace"
-        pairs = copies(groups)
-        dump(pairs, trace)
+        pairs, moved, config = simulated(groups, trace)
+        settings = Settings(config)
+        checked = groups - len(moved)
         results = {}
         for engine, master in (("plain", None), ("spark local[1]", "local[1]"), ("spark local[2]", "local[2]")):
             started = time.perf_counter()
@@ -82,11 +71,13 @@ def run_verify_bench(quick: bool = False, groups: int | None = None) -> int:
                 verify_spark(str(trace), settings, master)
             seconds = time.perf_counter() - started
             bad = [v for v in verdicts if v.verdict != "conforms"]
-            if bad or len(verdicts) != groups:
+            if bad or len(verdicts) != checked:
                 print(f"{engine}: {len(bad)} groups not conforming, {len(verdicts)} checked: {bad[:1]}")
                 return 1
-            results[engine] = (groups / seconds, seconds * 1e6 / len(pairs))
-    print(f"{groups:,} groups, {len(pairs):,} observed pairs")
+            results[engine] = (checked / seconds, seconds * 1e6 / pairs)
+    print(f"{groups:,} simulated groups ({SIM_MEMBERS} members about, {SIM_DURATION_MS // 1000} s each, seed "
+          f"{SIM_SEED}): {checked:,} checked, {len(moved):,} left out (coordinator failed over), "
+          f"{pairs:,} observed pairs, every group conforming")
     plain = results["plain"][0]
     for engine, (gps, us) in results.items():
         print(f"{engine:<15} {gps:>10,.0f} groups/s  {us:>8.1f} µs per pair  {gps / plain:.2f}x plain")

@@ -93,7 +93,7 @@ def build_parser() -> Parser:
                                         "and the search's cost as members join at once")
     q.add_argument("--quick", action="store_true", help="200 groups and up to 10 members joining (for smoke tests)")
     q.add_argument("--groups", type=parsing.number(int, 1, "a whole number of at least 1"), default=None,
-                   help="groups in the trace (default 100000; 200 with --quick)")
+                   help="the simulator's groups in the trace (default 100000; 200 with --quick)")
     add_replay_commands(sub)
     from groupcoord.adapters.cli.tla import add_tla_command
 

@@ -76,10 +76,12 @@ class Link:
         finally:
             for task in pumps:
                 task.cancel()
-            await asyncio.gather(*pumps, return_exceptions=True)
+            # written before the next await: the proxy stopping cancels this task, and a cancel
+            # landing in the await below would lose the requests still waiting
+            self._abandon()
             client_writer.close()
             up_writer.close()
-            self._abandon()
+            await asyncio.gather(*pumps, return_exceptions=True)
 
     async def _requests(self, reader: asyncio.StreamReader, upstream: asyncio.StreamWriter) -> None:
         while True:

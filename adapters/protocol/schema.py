@@ -374,6 +374,12 @@ def shape_response(api, version, body):
     return _build(ctx, version, fields, body, "", True)
 
 
+def shape_request(api, version, body):
+    """New dict with exactly the request fields of `version` (others dropped)."""
+    ctx, fields = _schema(api, version, 0)
+    return _build(ctx, version, fields, body, "", True)
+
+
 def request_fields(api, version):
     _ctx, fields = _schema(api, version, 0)
     return tuple(f[0] for f in fields if _in(f[1], version))

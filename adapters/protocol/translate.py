@@ -1,7 +1,8 @@
 """Between Kafka's message fields (dicts with the schema's snake_case names, at one API
 version) and the coordinator's events and response values.
 
-``request_event`` fills schema defaults and builds the event; ``response_fields`` restructures
+``request_event`` fills schema defaults and builds the event (``request_body`` is its inverse:
+an event back into the request Kafka's client sends); ``response_fields`` restructures
 a logical response for the version asked (LeaveGroup v0-2 and OffsetFetch v0-7 shapes,
 FindCoordinator before v4) and keeps exactly that version's fields.
 """
@@ -86,6 +87,70 @@ def request_event(api: str, version: int, body: dict, *, request_id: Any, now_ms
         keys = (b["key"],) if version < 4 else tuple(b["coordinator_keys"])
         return ev.FindCoordinator(**common, key_type=b.get("key_type", 0), coordinator_keys=keys)
     raise schema.SchemaError(f"unknown API {api!r}")
+
+
+def request_body(event: ev.Request) -> tuple[str, dict]:
+    """(API name, the request's fields at ``event.version``): the body ``request_event`` reads
+    back into ``event`` (the version's fields only; schema.SchemaError on a version the schema
+    lacks)."""
+    api = type(event).__name__
+    v = event.version
+    if isinstance(event, ev.JoinGroup):
+        b = dict(group_id=event.group_id, session_timeout_ms=event.session_timeout_ms,
+                 rebalance_timeout_ms=event.rebalance_timeout_ms, member_id=event.member_id,
+                 group_instance_id=event.group_instance_id, protocol_type=event.protocol_type,
+                 protocols=[{"name": n, "metadata": m} for n, m in event.protocols], reason=event.reason)
+    elif isinstance(event, ev.SyncGroup):
+        b = dict(group_id=event.group_id, generation_id=event.generation_id, member_id=event.member_id,
+                 group_instance_id=event.group_instance_id, protocol_type=event.protocol_type,
+                 protocol_name=event.protocol_name,
+                 assignments=[{"member_id": m, "assignment": a} for m, a in event.assignments])
+    elif isinstance(event, ev.Heartbeat):
+        b = dict(group_id=event.group_id, generation_id=event.generation_id, member_id=event.member_id,
+                 group_instance_id=event.group_instance_id)
+    elif isinstance(event, ev.LeaveGroup):
+        members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "reason": m.reason}
+                   for m in event.members]
+        b = dict(group_id=event.group_id, members=members)
+        if v < 3:  # one member, named at the top
+            if len(members) != 1:
+                raise schema.SchemaError(f"LeaveGroup v{v} names one member, not {len(members)}")
+            b = dict(group_id=event.group_id, member_id=members[0]["member_id"])
+    elif isinstance(event, ev.OffsetCommit):
+        b = dict(group_id=event.group_id, generation_id_or_member_epoch=event.generation_id,
+                 member_id=event.member_id, group_instance_id=event.group_instance_id,
+                 retention_time_ms=event.retention_time_ms,
+                 topics=[{"name": t, "partitions": [attrs.asdict(p) for p in ps]} for t, ps in event.topics])
+    elif isinstance(event, ev.OffsetFetch):
+        def topics(ts):
+            return None if ts is None else [{"name": t, "partition_indexes": list(ps)} for t, ps in ts]
+        if v < 8:
+            if len(event.groups) != 1:
+                raise schema.SchemaError(f"OffsetFetch v{v} names one group, not {len(event.groups)}")
+            g = event.groups[0]
+            b = dict(group_id=g.group_id, topics=topics(g.topics), require_stable=event.require_stable)
+        else:
+            b = dict(groups=[{"group_id": g.group_id, "member_id": g.member_id, "member_epoch": g.member_epoch,
+                              "topics": topics(g.topics)} for g in event.groups],
+                     require_stable=event.require_stable)
+    elif isinstance(event, ev.DescribeGroups):
+        b = dict(groups=list(event.groups), include_authorized_operations=event.include_authorized_operations)
+    elif isinstance(event, ev.ListGroups):
+        b = dict(states_filter=list(event.states_filter), types_filter=list(event.types_filter))
+    elif isinstance(event, ev.DeleteGroups):
+        b = dict(groups_names=list(event.groups_names))
+    elif isinstance(event, ev.OffsetDelete):
+        b = dict(group_id=event.group_id, topics=[{"name": t, "partitions": [{"partition_index": p} for p in ps]}
+                                                  for t, ps in event.topics])
+    elif isinstance(event, ev.FindCoordinator):
+        b = dict(key_type=event.key_type, coordinator_keys=list(event.coordinator_keys))
+        if v < 4:
+            if len(event.coordinator_keys) != 1:
+                raise schema.SchemaError(f"FindCoordinator v{v} names one key, not {len(event.coordinator_keys)}")
+            b = dict(key_type=event.key_type, key=event.coordinator_keys[0])
+    else:
+        raise schema.SchemaError(f"not a request: {api}")
+    return api, schema.shape_request(api, v, b)
 
 
 API_OF_RESPONSE = {

@@ -31,6 +31,7 @@ from groupcoord.adapters.protocol.translate import request_event
 from groupcoord.adapters.verify.compare import (Ids, bind_listed, bind_own_id, core_fields, core_view, differences,
                                                 observed_view)
 from groupcoord.adapters.verify.observed import Obs
+from groupcoord.adapters.verify.open_values import settle
 
 CONFORMS, DIVERGES, INCONCLUSIVE = "conforms", "diverges", "inconclusive"
 # Broker answers a failed write explains, and a storage error that gives each (errors.py's
@@ -76,6 +77,7 @@ class _Node:
     answered: frozenset
     ids: Ids = attrs.field(eq=False)
     path: tuple  # inputs so far: position fed (int) or what else happened (str)
+    settled: int = 0  # the newest generation whose leader and protocol are settled (open_values)
 
 
 class _Failure(Exception):
@@ -110,6 +112,10 @@ class _Search:
             _codes(o.response, codes)
         self.write_errors = tuple(_WRITE_ERROR_FOR[c] for c in sorted(codes) if c in _WRITE_ERROR_FOR)
         self.moved = bool(codes & _MOVED)
+        # the broker was still up, an unanswered request waiting, until then: its timers due
+        # before (and the tolerance) fired
+        self.open_end_ms = max((o.open_until_us // 1000 for o in unit if o.response is None and o.open_until_us),
+                               default=None)
 
     # ------------------------------------------------------------------ driving
 
@@ -156,14 +162,14 @@ class _Search:
             self.nodes += 1
             if self.nodes > self.settings.budget:
                 raise _Budget()
-            if len(node.fed) == len(self.unit) and self.owed <= node.answered:
+            if len(node.fed) == len(self.unit) and self.owed <= node.answered and not self._timer_owed(node):
                 return node
             stack.append((node, iter(self._choices(node))))
         return None
 
     def _key(self, node: _Node) -> tuple:
         s = node.state
-        return (node.fed, node.answered, node.now_ms, tuple((d, k) for d, _, k, _ in node.timers), node.ids.key(),
+        return (node.fed, node.answered, node.now_ms, node.settled, tuple((d, k) for d, _, k, _ in node.timers), node.ids.key(),
                 repr(s.groups), repr(s.offsets), tuple(s.writes), repr(s.deferred), repr(s.committed_offsets))
 
     def _choices(self, node: _Node) -> list:
@@ -184,7 +190,7 @@ class _Search:
         else:
             for p in self._ready(node, unfed):
                 out.append(lambda p=p: self._feed(node, p))
-            horizon = next_recv if next_recv is not None else self._owed_until(node)
+            horizon = next_recv if next_recv is not None else self._end(node)
             if due is not None and horizon is not None and due[0] <= horizon + self.tol:
                 for at in self._timer_times(node, due[0], horizon, False):
                     out.append(lambda at=at: self._fire(node, due, at))
@@ -192,11 +198,14 @@ class _Search:
                 for at in sorted({node.now_ms, max(node.now_ms, next_recv or node.now_ms)}):
                     out.append(lambda at=at: self._step(node, ev.TimerFired(
                         now_ms=at, key=ExpirationTimer(self.partition), payload=None)))
-        for e in self.write_errors:
-            for w in {writes[0], writes[-1]} if writes else ():
-                out.append(lambda w=w, e=e: self._step(
-                    node, ev.WriteFailed(now_ms=node.now_ms, write_id=w, error=e)))
-        return out
+        failures = [lambda w=w, e=e: self._step(node, ev.WriteFailed(now_ms=node.now_ms, write_id=w, error=e))
+                    for e in self.write_errors for w in ({writes[0], writes[-1]} if writes else ())]
+        # a broker answer a failed write explains is owed: its failure tried first (else every
+        # order of the inputs after a completed write is tried before it)
+        if failures and any(self.unit[p].response.get("error_code") in _WRITE_ERROR_FOR
+                            for p in self.owed & node.fed - node.answered):
+            return failures + out
+        return out + failures
 
     def _late_times(self, node: _Node, start: int, limit: int | None) -> set[int]:
         """When an answer still owed went out, past ``start`` and the tolerance, up to ``limit``
@@ -226,6 +235,17 @@ class _Search:
     def _owed_until(self, node: _Node) -> int | None:
         late = [self.send_ms[p] for p in self.owed - node.answered if self.send_ms[p] is not None]
         return max(late) if late else None
+
+    def _end(self, node: _Node) -> int | None:
+        """How far the recording shows the broker after the last request: its last answer, or
+        an unanswered request still waiting."""
+        ends = [t for t in (self._owed_until(node), self.open_end_ms) if t is not None]
+        return max(ends) if ends else None
+
+    def _timer_owed(self, node: _Node) -> bool:
+        """A timer due well before the recording's end that has not fired (an execution that
+        stops short of it explains nothing past it)."""
+        return bool(node.timers) and self.open_end_ms is not None and node.timers[0][0] + self.tol < self.open_end_ms
 
     def _expirable(self, node: _Node) -> bool:
         """The expiration can change something: an Empty group, or offsets to age."""
@@ -267,6 +287,12 @@ class _Search:
         for p, core in responds:  # own ids first: a leader's member list names members answered in the same step
             if not bind_own_id(self.unit[p].api, core, self.unit[p].response, ids):
                 raise _Failure(p, "the member id answered is another member's")
+        # a new generation's leader and protocol: the broker's, where the spec leaves them open
+        state, remade, settled = settle(coordinator.snapshot(), commands, self.gid, lambda p: self.unit[p].response,
+                                        ids, node.settled)
+        if remade:
+            responds = [(p, core_fields(self.unit[p].api, self.unit[p].version, remade[p]) if p in remade else core)
+                        for p, core in responds]
         for p, core in responds:
             bind_listed(self.unit[p].api, core, self.unit[p].response, ids)
         for p, core in responds:
@@ -290,8 +316,8 @@ class _Search:
             if got != self.want[p]:
                 raise _Failure(p, "; ".join(differences(got, self.want[p])), got)
             answered.add(p)
-        child = attrs.evolve(node, state=coordinator.snapshot(), now_ms=event.now_ms, ids=ids,
-                             answered=frozenset(answered))
+        child = attrs.evolve(node, state=state, now_ms=event.now_ms, ids=ids, answered=frozenset(answered),
+                             settled=settled)
         child = self._timers(child, commands)
         for p in self.owed - child.answered:  # broker answers the spec can no longer give in time
             if self.send_ms[p] is not None and self.send_ms[p] + self.tol < child.now_ms:

@@ -1,10 +1,11 @@
-"""``groupcoord bench verify`` prints its numbers: groups/s and µs per pair for the plain engine
+"""``groupcoord bench verify`` prints its numbers on the simulator's groups: groups/s and µs per pair for the plain engine
 and Spark local[1]/local[2] (each as a ratio to plain), and the search's states per group as
 members join at once."""
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -21,4 +22,8 @@ def test_bench_verify_prints_its_numbers():
     joining = [r for r in rows if r["unit"] == "states"]
     assert [r["name"] for r in joining] == ["verify_joining_2", "verify_joining_5", "verify_joining_10"]
     assert all(r["verdict"] == "conforms" and r["value"] >= 2 for r in joining)
-    assert "30 groups, 480 observed pairs" in proc.stdout
+    summary = re.search(r"30 simulated groups .*: (\d+) checked, (\d+) left out .*, ([\d,]+) observed pairs, every "
+                        r"group conforming", proc.stdout)
+    assert summary, proc.stdout
+    checked, left_out, pairs = int(summary[1]), int(summary[2]), int(summary[3].replace(",", ""))
+    assert checked + left_out == 30 and checked >= 20 and pairs > 10 * checked

@@ -4,8 +4,8 @@ and finds the group diverging. A mutant's trace is the first conformance scenari
 fail (what the catalogue's ``scenarios`` check runs), or, for bugs no scenario's answers show
 in time, a script below. The same traces from the true core do not diverge.
 
-Not here: ``load-drops-offsets`` (a partition loaded again: a coordinator move the wire does
-not show without the NOT_COORDINATOR answers around it)."""
+Not here: ``load-drops-offsets`` (a partition loaded again, which these traces have no way to
+do); it runs on a reloaded server in test_bugs_on_the_wire.py."""
 
 from __future__ import annotations
 
