@@ -103,38 +103,11 @@ def core_alone(trace: str, sample_records: int = CORE_SAMPLE_RECORDS) -> dict:
     ``sample_records`` records: every input decoded first, then only ``Coordinator.handle``
     is timed, one fresh coordinator per group (and per failover, as the replay does). Needs a
     group-scoped trace whose manifest promises that no group spans files."""
-    from groupcoord.core import events as ev
-    from groupcoord.core.coordinator import Coordinator
-    from groupcoord.adapters.replay.engine import starts_instance
-    from groupcoord.adapters.replay.records import decode_event
+    from groupcoord.adapters.bench.core import run_inputs, trace_inputs
 
-    from groupcoord.adapters.replay.partition import json_loader
-    from groupcoord.adapters.replay.trace_files import TraceError, coordinator_config, iter_batches, read_manifest, trace_files
-
-    meta = read_manifest(trace)
-    if meta.get("scope") != "group" or meta.get("groups_span_files", True):
-        raise TraceError(f"{trace}: the core-alone measurement needs a group-scoped trace whose groups "
-                         f"do not span files (the simulator's)")
-    config, loads = coordinator_config(meta), json_loader()
-    units: dict[str, list] = {}
-    records = 0
-    for f in trace_files(trace):
-        if records >= sample_records:
-            break
-        for cols in iter_batches(f):
-            records += len(cols["seq"])
-            for gid, seq, d, tn, data in zip(cols["group_id"], cols["seq"], cols["dir"], cols["type"], cols["data"]):
-                if d == "in":
-                    units.setdefault(gid, []).append((seq, decode_event(tn, data, loads)))
-    inputs = [[e for _, e in sorted(u, key=lambda x: x[0])] for u in units.values()]
-    load = ev.LoadPartition
+    config, inputs, records = trace_inputs(trace, sample_records)
     started, cpu_started = time.perf_counter(), time.process_time()
-    for events in inputs:
-        coordinator = None
-        for e in events:
-            if type(e) is load and starts_instance(coordinator, e.partition):
-                coordinator = Coordinator(config)  # the first, or after a failover, as replayed
-            coordinator.handle(e)
+    run_inputs(config, inputs)
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     n_inputs = sum(len(u) for u in inputs)
     return {"records": records, "inputs": n_inputs, "units": len(inputs), "units_with_findings": 0,
