@@ -6,8 +6,9 @@
 2. Four measurements, each in its own process tree pinned with ``taskset`` (so a "core"
    is a core: an unpinned local[1] Spark job also uses a second CPU for its JVM):
    ``plain_1`` (one process: pyarrow read, sort, replay), ``plain_2`` (two processes),
-   ``spark_1`` (local[1]) and ``spark_2`` (local[2]); Spark's figures are taken once the
-   session is up and warmed by a small replay.
+   ``spark_1`` (local[1]) and ``spark_2`` (local[2]); every figure is taken after a small
+   replay in the same process (Spark's session up, pyarrow's and the replay's one-off set-up
+   done), so it is the cost of the trace's records.
 3. JSON lines: one per measurement (seconds, records/s, events/s; ``cpu_seconds`` of the
    measurement's whole process tree, records per CPU-second and ``cores_busy`` = CPU / wall),
    then the ratios against the goals: the plain replay's CPU per record <= 2x the core
@@ -45,7 +46,8 @@ def _emit(obj: dict) -> None:
     print(json.dumps(obj), flush=True)
 
 
-def make_trace(workdir: Path, records: int, groups: int, members: int, seed: int, jobs: int) -> Path:
+def make_trace(workdir: Path, records: int, groups: int, members: int, seed: int, jobs: int,
+               name: str = "trace") -> Path:
     from groupcoord.adapters.sim import simulator
 
     path = workdir / f"trace-{records}-{groups}-{members}-{seed}"
@@ -62,7 +64,7 @@ def make_trace(workdir: Path, records: int, groups: int, members: int, seed: int
     print(f"simulating {groups:,} groups x {duration_ms / 1000:.1f}s (~{records:,} records)...", file=sys.stderr)
     s = simulator.simulate(path, groups=groups, members=members, seed=seed, duration_ms=duration_ms, jobs=jobs,
                            progress=None)
-    _emit({"name": "trace", "path": str(path), "records": s["records"], "events": s["totals"]["inputs"],
+    _emit({"name": name, "path": str(path), "records": s["records"], "events": s["totals"]["inputs"],
            "groups": groups, "duration_ms": duration_ms, "simulate_seconds": s["seconds"]})
     return path
 
@@ -133,6 +135,8 @@ def measure(kind: str, cores: int, trace: str, warmup: str | None) -> dict:
     if kind == "split":  # the plain replay on one core, its phases timed (phases.py)
         from groupcoord.adapters.replay.phases import timed_phases
 
+        if warmup:
+            plain_replay(warmup, out + "-warmup", processes=1)
         with timed_phases() as clock:
             cpu0 = tree_cpu_seconds()
             s = plain_replay(trace, out, processes=1)
@@ -142,6 +146,8 @@ def measure(kind: str, cores: int, trace: str, warmup: str | None) -> dict:
         s = core_alone(trace)
         cpu0, cpu1 = 0.0, s.pop("cpu_seconds")  # the timed loop only, not the decoding before it
     elif kind == "plain":
+        if warmup:
+            plain_replay(warmup, out + "-warmup", processes=1)
         cpu0 = tree_cpu_seconds()
         s = plain_replay(trace, out, processes=cores)
         cpu1 = tree_cpu_seconds()
@@ -181,15 +187,15 @@ def run_replay_bench(records: int = 10_000_000, groups: int = 100_000, members: 
     work.mkdir(parents=True, exist_ok=True)
     path = Path(trace) if trace else make_trace(work, records, groups, members, seed, jobs)
     warmup = None
-    if "spark" in engines:
-        warmup = str(make_trace(work, 20_000, 100, members, seed + 2, 1))
+    if "spark" in engines or "plain" in engines:
+        warmup = str(make_trace(work, 20_000, 100, members, seed + 2, 1, name="warmup_trace"))
     results = {}
     # the plain replay's phases timed on one core, after its own figures (clocks cost time)
     kinds = [k for e in engines for k in ((e, "split") if e == "plain" else (e,))]
     for kind in kinds:
         for cores, cpus in ((1, "0"),) if kind in ("core", "split") else ((1, "0"), (2, "0,1")):
             cmd = [*_pinned(cpus), sys.executable, "-m", "groupcoord.adapters.bench.replay", "--measure", kind,
-                   "--cores", str(cores), str(path)] + (["--warmup", warmup] if warmup and kind == "spark" else [])
+                   "--cores", str(cores), str(path)] + (["--warmup", warmup] if warmup and kind != "core" else [])
             started = time.perf_counter()
             proc = subprocess.run(cmd, capture_output=True, text=True)
             lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
