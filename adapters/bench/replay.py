@@ -18,7 +18,7 @@
    waits for its CPU while another process runs on it, and ``cores_busy`` drops).
 4. ``plain_1_split`` (with engine ``plain``): the plain replay on one pinned CPU again,
    its phases timed (``replay/phases.py``: columns, events, core, compare, invariants,
-   records), as shares of the run and microseconds per record; the clocks cost some time,
+   records), as shares of the run and CPU microseconds per record; the clocks cost some time,
    so ``plain_1``'s own figures are taken without them.
 5. ``core_1`` (engine ``core``, one pinned CPU): the coordinator core alone on the inputs of
    the trace's first files (about ``CORE_SAMPLE_RECORDS`` records, decoded before the clock
@@ -172,9 +172,13 @@ def measure(kind: str, cores: int, trace: str, warmup: str | None) -> dict:
                       us_per_record_cpu=round(cpu / s["records"] * 1e6, 2),
                       cores_busy=round(cpu / s["seconds"], 2))
     if split is not None:
-        # each phase's share of the run, and its cost per record (wall clock of a pinned process)
-        result["phase_share"] = {k: round(v / s["seconds"], 3) for k, v in split.items()}
-        result["phase_us_per_record"] = {k: round(v / s["records"] * 1e6, 2) for k, v in split.items()}
+        # each phase's share of the run (clocks in the pinned process), and that share of the
+        # run's CPU per record: a CPU shared with other work stretches every phase alike
+        share = {k: v / s["seconds"] for k, v in split.items()}
+        result["phase_share"] = {k: round(v, 3) for k, v in share.items()}
+        if "us_per_record_cpu" in result:
+            result["phase_cpu_us_per_record"] = {k: round(v * result["us_per_record_cpu"], 2)
+                                                 for k, v in share.items()}
     return result
 
 

@@ -296,7 +296,7 @@ def test_bench_replay_quick_smoke(tmp_path):
     # the plain replay's phases, timed in a run of their own on the same trace, add up to it
     split = by_name["plain_1_split"]
     assert split["records"] == plain["records"] and split["findings"] == 0
-    assert set(split["phase_share"]) == set(PHASES) == set(split["phase_us_per_record"])
+    assert set(split["phase_share"]) == set(PHASES) == set(split["phase_cpu_us_per_record"])
     assert all(v >= 0 for v in split["phase_share"].values()) and split["phase_share"]["core"] > 0
     assert abs(sum(split["phase_share"].values()) - 1) < 0.01
     ratio = by_name["ratios"]["plain_vs_core_cpu_per_record"]
