@@ -28,6 +28,7 @@ class PhaseClock:
         self.seconds = dict.fromkeys(("feed", "input", "core", "check_step", "close_step", "output"), 0.0)
 
     def timed(self, name: str, f):
+        """``f``, its time added to phase ``name``."""
         seconds, clock = self.seconds, time.perf_counter
 
         def run(*args, **kwargs):
@@ -50,20 +51,33 @@ class PhaseClock:
 
 
 def _timed_classes(clock: PhaseClock):
+    timed = clock.timed
+
     class TimedUnitReplay(UnitReplay):
-        _input = clock.timed("input", UnitReplay._input)
-        _check_step = clock.timed("check_step", UnitReplay._check_step)
-        _close_step = clock.timed("close_step", UnitReplay._close_step)
-        _output = clock.timed("output", UnitReplay._output)
+        def _input(self, *args):
+            return timed("input", super()._input)(*args)
+
+        def _check_step(self, *args):
+            return timed("check_step", super()._check_step)(*args)
+
+        def _close_step(self):
+            return timed("close_step", super()._close_step)()
+
+        def _output(self, *args):
+            return timed("output", super()._output)(*args)
 
         def _new_instance(self) -> None:
             super()._new_instance()
-            self.coordinator.handle = clock.timed("core", self.coordinator.handle)
+            self.coordinator.handle = timed("core", self.coordinator.handle)
 
     class TimedStreamReplayer(StreamReplayer):
         unit_class = TimedUnitReplay
-        feed = clock.timed("feed", StreamReplayer.feed)
-        finish = clock.timed("feed", StreamReplayer.finish)  # the last unit's last step closes here
+
+        def feed(self, *args, **kwargs):
+            return timed("feed", super().feed)(*args, **kwargs)
+
+        def finish(self):  # the last unit's last step closes here
+            return timed("feed", super().finish)()
 
     return TimedStreamReplayer
 
