@@ -71,11 +71,11 @@ def test_bench_core_prints_json_lines_last():
                                          "simulated_mix"]
     assert all(m["unit"] == "events/s" for m in tail)
     rate = {m["name"]: m["value"] for m in tail}
-    # the costs against the heartbeat step are this run's own rates, and printed as such
-    assert ratios["name"] == "ratios"
-    assert abs(ratios["mix_vs_heartbeat"] - rate["heartbeat_10"] / rate["simulated_mix"]) < 0.02
-    assert abs(ratios["commit_vs_heartbeat"] - rate["heartbeat_10"] / rate["offset_commit_10"]) < 0.02
-    assert f"{ratios['commit_vs_heartbeat']:.2f}x" in result.stdout
+    # the costs against the heartbeat step, measured side by side: a commit with its write and
+    # the mix's mean input (joins, syncs, commits) cost more than a heartbeat; printed as such
+    assert ratios["name"] == "ratios" and ratios["rounds"] == 3
+    assert ratios["commit_vs_heartbeat"] > 1 and ratios["mix_vs_heartbeat"] > 1, ratios
+    assert f"a heartbeat step: {ratios['commit_vs_heartbeat']:.2f}x" in result.stdout
     # what the numbers must show, as ratios within this run: a heartbeat does no work that
     # grows with its group (1000 members cost about what 10 do), and is cheaper than a commit
     # with its write
