@@ -84,15 +84,18 @@ class Coordinator(Writes, Offsets, Loading):
         self._op: dict[int, tuple[list, list]] = {}
         self._now = 0
         self._out: list = []
+        # the class's functions, not bound methods: a coordinator holding its own bound methods
+        # is a reference cycle, freed only by the garbage collector (a replay makes thousands)
+        c = type(self)
         self._handlers = {
-            ev.JoinGroup: self._on_join, ev.SyncGroup: self._on_sync, ev.Heartbeat: self._on_heartbeat,
-            ev.LeaveGroup: self._on_leave, ev.OffsetCommit: self._on_offset_commit,
-            ev.OffsetFetch: self._on_offset_fetch, ev.DescribeGroups: self._on_describe,
-            ev.ListGroups: self._on_list, ev.DeleteGroups: self._on_delete_groups,
-            ev.OffsetDelete: self._on_offset_delete, ev.FindCoordinator: self._on_find_coordinator,
-            ev.TimerFired: self._on_timer, ev.WriteCompleted: self._on_write_done,
-            ev.WriteFailed: self._on_write_done, ev.LoadPartition: self._on_load,
-            ev.UnloadPartition: self._on_unload,
+            ev.JoinGroup: c._on_join, ev.SyncGroup: c._on_sync, ev.Heartbeat: c._on_heartbeat,
+            ev.LeaveGroup: c._on_leave, ev.OffsetCommit: c._on_offset_commit,
+            ev.OffsetFetch: c._on_offset_fetch, ev.DescribeGroups: c._on_describe,
+            ev.ListGroups: c._on_list, ev.DeleteGroups: c._on_delete_groups,
+            ev.OffsetDelete: c._on_offset_delete, ev.FindCoordinator: c._on_find_coordinator,
+            ev.TimerFired: c._on_timer, ev.WriteCompleted: c._on_write_done,
+            ev.WriteFailed: c._on_write_done, ev.LoadPartition: c._on_load,
+            ev.UnloadPartition: c._on_unload,
         }
 
     # ------------------------------------------------------------------ the interface
@@ -101,7 +104,7 @@ class Coordinator(Writes, Offsets, Loading):
         """Apply one event; return the commands it produces, in order."""
         self._now = event.now_ms
         out = self._out = []
-        self._handlers[type(event)](event)
+        self._handlers[type(event)](self, event)
         return out
 
     def group(self, group_id: str) -> Group | None:

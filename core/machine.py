@@ -76,9 +76,10 @@ class Delete:
 class GroupMachine(Membership):
     def __init__(self, config: CoordinatorConfig) -> None:
         self.config = config
+        c = type(self)  # functions, not bound methods: no reference cycle (see Coordinator)
         self._handlers = {
-            JoinGroup: self._join, SyncGroup: self._sync, LeaveGroup: self._leave, TimerFired: self._timer,
-            Written: self._written, Rebalance: self._rebalance, Unload: self._unload, Delete: self._delete,
+            JoinGroup: c._join, SyncGroup: c._sync, LeaveGroup: c._leave, TimerFired: c._timer,
+            Written: c._written, Rebalance: c._rebalance, Unload: c._unload, Delete: c._delete,
         }
 
     def step(self, group: Group | None, event, now_ms: int) -> Step:
@@ -87,7 +88,7 @@ class GroupMachine(Membership):
         self._draft: GroupDraft | None = None
         out = self._out = []
         records = self._records = []
-        result = self._handlers[type(event)](event)
+        result = self._handlers[type(event)](self, event)
         group = self._group if self._draft is None else self._draft.freeze()
         self._group = self._draft = None
         return Step(group, out, records, result)

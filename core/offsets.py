@@ -35,7 +35,11 @@ class Offsets:
 
     def _run_routed(self, req: ev.OffsetCommit | ev.OffsetDelete, operation) -> None:
         """Runs ``operation(req, partition)`` as one operation on the group's partition, once routed there."""
-        partition = self._route(req, req.group_id)
+        gid = req.group_id
+        # the common case skips the generic route: a named group on an active partition
+        partition = self.partition_of(gid) if gid else None
+        if partition is None or self._partitions.get(partition) is not ACTIVE:
+            partition = self._route(req, gid)
         if partition is not None:
             self._run_op(partition, req, operation, req, partition)
 
@@ -53,27 +57,31 @@ class Offsets:
         if group is not None and group.state in (STABLE, PREPARING_REBALANCE):
             member = group.members[req.member_id]
             self._arm(HeartbeatTimer(partition, req.group_id, req.member_id), member.session_timeout_ms)
-        expire = None if req.retention_time_ms == -1 else self._now + req.retention_time_ms
+        now = self._now
+        expire = None if req.retention_time_ms == -1 else now + req.retention_time_ms
         limit = self.config.offset_metadata_max_bytes
+        records = self._op.setdefault(partition, ([], []))[0]
         topics, entries = [], []
         for name, partitions in req.topics:
             results = []
             for p in partitions:
                 metadata = p.committed_metadata
-                if metadata is not None and len(metadata.encode("utf-16-le")) // 2 > limit:  # Java length
+                if metadata is not None and _java_length(metadata) > limit:
                     results.append(PartitionResult(p.partition_index, Error.OFFSET_METADATA_TOO_LARGE))
                     continue
-                results.append(PartitionResult(p.partition_index, Error.NONE))
-                entry = OffsetEntry(p.committed_offset, p.committed_leader_epoch, metadata or "", self._now, expire)
-                entries.append(((name, p.partition_index), entry))
-                self._append(partition, OffsetCommitRecord(
-                    req.group_id, name, p.partition_index, entry.offset, entry.leader_epoch,
-                    entry.metadata, entry.commit_timestamp_ms, expire))
+                index = p.partition_index
+                results.append(_OK_RESULTS.get(index) or _ok_result(index))
+                entry = OffsetEntry(p.committed_offset, p.committed_leader_epoch, metadata or "", now, expire)
+                entries.append((req.group_id, (name, index), entry))
+                records.append(OffsetCommitRecord(req.group_id, name, index, entry.offset, entry.leader_epoch,
+                                                  entry.metadata, now, expire))
             topics.append(TopicResult(name, tuple(results)))
+        if not records:  # no partition accepted: the operation writes nothing
+            del self._op[partition]
         if entries:
             if group is None:  # a "simple" group, created by its first commit
                 self._create_group(req.group_id)
-            self._set_offsets(partition, [(req.group_id, key, entry) for key, entry in entries])
+            self._set_offsets(partition, entries)
             if group is None:  # after the offsets' undo: a failed write takes both back, as in Kafka
                 self._op[partition][1].append(DropSimpleGroup(req.group_id))
         return OffsetCommitResponse(tuple(topics))
@@ -174,6 +182,21 @@ class Offsets:
             if all_expired and group.state is EMPTY:
                 self._append(partition, GroupTombstone(gid), self._delete_group(gid, partition))
         self._arm(ExpirationTimer(partition), self.config.offsets_retention_check_interval_ms)
+
+
+def _java_length(text: str) -> int:
+    """Java's String.length(): UTF-16 code units (one per character for ASCII)."""
+    return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
+
+
+_OK_RESULTS: dict[int, PartitionResult] = {}  # a commit's accepted partitions share their (frozen) result
+
+
+def _ok_result(index: int) -> PartitionResult:
+    result = PartitionResult(index, Error.NONE)
+    if len(_OK_RESULTS) < 4096:
+        _OK_RESULTS[index] = result
+    return result
 
 
 def _validate_offset_commit(group, req: ev.OffsetCommit) -> None:

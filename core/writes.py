@@ -85,7 +85,8 @@ class Writes:
         # Callbacks do not write again in Kafka's classic coordinator; a failed write's
         # follow-up (a new rebalance) writes nothing until its own completion.
         followups, self._op = self._op, {}
-        self._emit_writes(followups)
+        if followups:
+            self._emit_writes(followups)
         if write.request is not None:
             if error is None:
                 self._respond(write.request.request_id, write.response)
@@ -202,12 +203,18 @@ class Writes:
         operation's write: on success they become what readers see, on failure they are
         reverted (where nothing changed them since)."""
         undo = []
+        offsets, committed = self._offsets, self._committed
         for gid, key, entry in changes:
-            stored = self._offsets.setdefault(gid, {})
+            stored = offsets.get(gid)
+            if stored is None:
+                stored = offsets[gid] = {}
             previous = stored.get(key)
-            slot = self._committed.setdefault(gid, {}).get(key)
+            shadow = committed.get(gid)
+            if shadow is None:
+                shadow = committed[gid] = {}
+            slot = shadow.get(key)
             if slot is None:
-                self._committed[gid][key] = [previous, 1]
+                shadow[key] = [previous, 1]
             else:
                 slot[1] += 1
             if entry is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import json
+import statistics
 import time
 
 from groupcoord.core import events as ev
@@ -50,29 +51,29 @@ def stable_group(members: int) -> tuple[Driver, list[str], int]:
     return driver, ids, generation
 
 
-def _run(coordinator: Coordinator, timers, events: list, rounds: int = 1) -> float:
+def _run(coordinator: Coordinator, timers, events: list, rounds: int = 1, clock=time.perf_counter) -> float:
     handle, apply = coordinator.handle, timers.apply
     gc.collect()
-    start = time.perf_counter()
+    start = clock()
     for _ in range(rounds):
         for event in events:
             for command in handle(event):
                 if type(command) is SetTimer:
                     apply(command)
-    return time.perf_counter() - start
+    return clock() - start
 
 
-def bench_heartbeat(members: int, count: int) -> float:
+def bench_heartbeat(members: int, count: int, clock=time.perf_counter) -> float:
     driver, ids, generation = stable_group(members)
     events = [ev.Heartbeat(request_id=n, now_ms=driver.now_ms, version=4, group_id="g",
                            generation_id=generation, member_id=ids[n % members],
                            group_instance_id=f"i{n % members}") for n in range(min(count, 100_000))]
     rounds = max(1, count // len(events))
-    seconds = _run(driver.coordinator, driver.timers, events, rounds)
+    seconds = _run(driver.coordinator, driver.timers, events, rounds, clock)
     return len(events) * rounds / seconds
 
 
-def bench_offset_commit(members: int, count: int) -> float:
+def bench_offset_commit(members: int, count: int, clock=time.perf_counter) -> float:
     """Commit requests per second, each with its storage write acknowledged."""
     driver, ids, generation = stable_group(members)
     coordinator, timers = driver.coordinator, driver.timers
@@ -83,14 +84,14 @@ def bench_offset_commit(members: int, count: int) -> float:
     handle, apply = coordinator.handle, timers.apply
     now = driver.now_ms
     gc.collect()
-    start = time.perf_counter()
+    start = clock()
     for request in requests:
         for command in handle(request):
             if type(command) is Write:
                 handle(ev.WriteCompleted(now_ms=now, write_id=command.write_id))
             elif type(command) is SetTimer:
                 apply(command)
-    return count / (time.perf_counter() - start)
+    return count / (clock() - start)
 
 
 def bench_rebalance(members: int, rounds: int) -> float:
@@ -182,6 +183,83 @@ def bench_recorded_stream(events: list) -> float:
     return len(events) / (time.perf_counter() - start)
 
 
+def trace_inputs(trace: str, sample_records: int | None = None) -> tuple[CoordinatorConfig, list[list], int]:
+    """The decoded input events of a group-scoped trace whose groups do not span files (the
+    simulator's), one list per group in ``seq`` order, from whole files taken in order until
+    ``sample_records`` records (all of them when None); returns (config, inputs, records read)."""
+    from groupcoord.adapters.replay.partition import json_loader
+    from groupcoord.adapters.replay.records import decode_event
+    from groupcoord.adapters.replay.trace_files import TraceError, coordinator_config, iter_batches, read_manifest, trace_files
+
+    meta = read_manifest(trace)
+    if meta.get("scope") != "group" or meta.get("groups_span_files", True):
+        raise TraceError(f"{trace}: the core-alone measurement needs a group-scoped trace whose groups "
+                         f"do not span files (the simulator's)")
+    loads = json_loader()
+    units: dict[str, list] = {}
+    records = 0
+    for f in trace_files(trace):
+        if sample_records is not None and records >= sample_records:
+            break
+        for cols in iter_batches(f):
+            records += len(cols["seq"])
+            for gid, seq, d, tn, data in zip(cols["group_id"], cols["seq"], cols["dir"], cols["type"], cols["data"]):
+                if d == "in":
+                    units.setdefault(gid, []).append((seq, decode_event(tn, data, loads)))
+    inputs = [[e for _, e in sorted(u, key=lambda x: x[0])] for u in units.values()]
+    return coordinator_config(meta), inputs, records
+
+
+def run_inputs(config: CoordinatorConfig, inputs: list[list], clock=time.perf_counter) -> float:
+    """Seconds for ``Coordinator.handle`` over each group's inputs, one fresh coordinator per
+    group (and per failover, as a replay makes them)."""
+    from groupcoord.adapters.replay.engine import starts_instance
+
+    load = ev.LoadPartition
+    started = clock()
+    for events in inputs:
+        coordinator = None
+        for e in events:
+            if type(e) is load and starts_instance(coordinator, e.partition):
+                coordinator = Coordinator(config)
+            coordinator.handle(e)
+    return clock() - started
+
+
+def simulated_inputs(groups: int, duration_ms: int) -> tuple[CoordinatorConfig, list[list]]:
+    """The simulator's input events (joins, syncs, heartbeats, commits with their write
+    outcomes, leaves, timers, failovers) for ``groups`` groups of 3 members."""
+    import tempfile
+
+    from groupcoord.adapters.sim import simulator
+
+    with tempfile.TemporaryDirectory(prefix="groupcoord-bench-core-") as tmp:
+        simulator.simulate(tmp, groups=groups, members=3, seed=11, duration_ms=duration_ms, fmt="jsonl",
+                           progress=False)
+        config, inputs, _ = trace_inputs(tmp)
+    return config, inputs
+
+
+def bench_simulated_mix(config: CoordinatorConfig, inputs: list[list], clock=time.perf_counter) -> float:
+    gc.collect()
+    return sum(len(u) for u in inputs) / run_inputs(config, inputs, clock)
+
+
+def step_cost_ratios(mix: tuple, rounds: int, scale: int) -> dict[str, float]:
+    """The simulator's mix's mean input event and a commit with its write acknowledgement
+    against a heartbeat step, each the median over ``rounds`` rounds that measure the three
+    back to back in CPU time: a ratio of neighbouring measurements, which the machine's drift
+    and other work on a shared CPU (wall-clock best-of figures taken minutes apart) do not
+    skew."""
+    clock = time.process_time
+    mixes, commits = [], []
+    for _ in range(rounds):
+        heartbeat = bench_heartbeat(10, 100_000 // scale, clock)
+        commits.append(heartbeat / bench_offset_commit(10, 30_000 // scale, clock))
+        mixes.append(heartbeat / bench_simulated_mix(*mix, clock=clock))
+    return {"mix_vs_heartbeat": statistics.median(mixes), "commit_vs_heartbeat": statistics.median(commits)}
+
+
 def best_of(repeats: int, measure, *args) -> float:
     """This VM's speed drifts a lot between runs; report the best of a few."""
     return max(measure(*args) for _ in range(repeats))
@@ -190,6 +268,7 @@ def best_of(repeats: int, measure, *args) -> float:
 def run_core_bench(quick: bool = False) -> int:
     scale, repeats = (10, 1) if quick else (1, 3)
     stream = record_stream(groups=200 // scale, members=5, heartbeats=200_000 // scale)
+    mix = simulated_inputs(groups=100 // scale, duration_ms=120_000)
     results = [
         ("heartbeat_10", best_of(repeats, bench_heartbeat, 10, 300_000 // scale)),
         ("heartbeat_1000", best_of(repeats, bench_heartbeat, 1000, 300_000 // scale)),
@@ -197,12 +276,22 @@ def run_core_bench(quick: bool = False) -> int:
         ("offset_commit_1000", best_of(repeats, bench_offset_commit, 1000, 100_000 // scale)),
         ("rebalance_100", best_of(repeats, bench_rebalance, 100, 20 // scale or 1)),
         ("recorded_stream", best_of(repeats, bench_recorded_stream, stream)),
+        ("simulated_mix", best_of(repeats, bench_simulated_mix, *mix)),
     ]
     width = max(len(name) for name, _ in results)
     for name, value in results:
         print(f"{name:<{width}}  {value:>12,.0f} events/s")
-    ratio = results[0][1] / results[1][1]
+    rate = dict(results)
+    ratio = rate["heartbeat_10"] / rate["heartbeat_1000"]
     print(f"heartbeat per-event cost, 1000 vs 10 members: {ratio:.2f}x")
+    # costs against the heartbeat step (group of 10) in this run (goals: mix <= 3x, commit <= 2x)
+    rounds = 3 if quick else 7
+    ratios = step_cost_ratios(mix, rounds, scale)
+    print(f"simulated mix's mean input event vs a heartbeat step: {ratios['mix_vs_heartbeat']:.2f}x "
+          f"(median of {rounds} rounds, CPU time)")
+    print(f"offset commit with its write acknowledgement vs a heartbeat step: {ratios['commit_vs_heartbeat']:.2f}x "
+          f"(median of {rounds} rounds, CPU time)")
     for name, value in results:
         print(json.dumps({"name": name, "value": round(value), "unit": "events/s"}))
+    print(json.dumps({"name": "ratios", **{k: round(v, 2) for k, v in ratios.items()}, "rounds": rounds}))
     return 0

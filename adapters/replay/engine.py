@@ -98,8 +98,9 @@ class UnitReplay:
         self.instances = 0
         self.records = self.inputs = self.n_outputs = self.skipped = 0
         self.finding: Finding | None = None
-        self._seq: dict = {}
+        self._seq: dict = {}  # sequence scope -> the next seq expected (instance scope)
         self._last_ts: dict = {}
+        self._group_seq, self._group_ts = 0, None  # the same for the unit's group (group scope)
         self._timers: dict[tuple, tuple[int, Any]] = {}
         self._in_flight: dict[int, list[int]] = {}
         self._requests: dict = {}
@@ -131,24 +132,22 @@ class UnitReplay:
         where = self._where = (file, line, seq, direction, type_name, ts_ms, group_id)
         try:
             # the well-formed record, in one test; anything else takes the checks one by one
-            if not (v == 1 and type(seq) is int and type(ts_ms) is int and type(data) is str
+            if not (v == _VERSION and type(seq) is int and type(ts_ms) is int and type(data) is str
                     and (type_name in _EVENT_TYPES if direction == "in"
                          else direction == "out" and type_name in _COMMAND_TYPES)):
                 self._check_record(v, seq, ts_ms, direction, type_name, data)
-            if group_id is None or group_id != self._group_id_check:
-                scope = self._scope_of(group_id, partition)
+            if group_id is not None and group_id == self._group_id_check:
+                # the unit's own group (group scope): its sequence and time held in attributes
+                expected, last = self._group_seq, self._group_ts
+                if seq != expected or (last is not None and ts_ms < last):
+                    self._out_of_order(seq, expected, ts_ms, last)
+                self._group_seq, self._group_ts = seq + 1, ts_ms
             else:
-                scope = self._group_key
-            expected = self._seq.get(scope, 0)
-            if seq != expected:
-                what = "repeated" if seq < expected else "missing records before it"
-                self._stop(SEQUENCE, tc.SEQUENCE_ORDER, f"seq {seq} where {expected} was expected ({what})",
-                           expected=str(expected), actual=str(seq))
-            self._seq[scope] = seq + 1
-            last = self._last_ts.get(scope)
-            if last is not None and ts_ms < last:
-                self._stop(TIME, tc.TIME_ORDER, f"ts_ms {ts_ms} after {last}", expected=f">= {last}", actual=str(ts_ms))
-            self._last_ts[scope] = ts_ms
+                scope = self._scope_of(group_id, partition)
+                expected, last = self._seq.get(scope, 0), self._last_ts.get(scope)
+                if seq != expected or (last is not None and ts_ms < last):
+                    self._out_of_order(seq, expected, ts_ms, last)
+                self._seq[scope], self._last_ts[scope] = seq + 1, ts_ms
             # One record of lookahead: a record is replayed once the next one has passed the
             # sequence and time checks, so a record out of order is reported as such.
             held = self._held
@@ -161,6 +160,13 @@ class UnitReplay:
                     self._output(type_name, data, ts_ms)
         except _Stop:
             pass
+
+    def _out_of_order(self, seq: int, expected: int, ts_ms: int, last: int | None) -> None:
+        if seq != expected:
+            what = "repeated" if seq < expected else "missing records before it"
+            self._stop(SEQUENCE, tc.SEQUENCE_ORDER, f"seq {seq} where {expected} was expected ({what})",
+                       expected=str(expected), actual=str(seq))
+        self._stop(TIME, tc.TIME_ORDER, f"ts_ms {ts_ms} after {last}", expected=f">= {last}", actual=str(ts_ms))
 
     def _check_record(self, v, seq, ts_ms, direction, type_name, data) -> None:
         if type_name == MALFORMED_ROW:  # a reader's placeholder for a line it could not parse
@@ -275,11 +281,10 @@ class UnitReplay:
             self._close_step()
 
     def _groups(self, event) -> dict:
-        coordinator = self.coordinator
         if self.scope == GROUP:
-            group = coordinator.group(self.group_id)
-            return {} if group is None else {self.group_id: group}
-        return coordinator.groups()
+            group = self.coordinator.group(self.group_id)
+            return _NO_GROUPS if group is None else {self.group_id: group}
+        return self.coordinator.groups()
 
     def _load(self, event: ev.LoadPartition) -> None:
         if starts_instance(self.coordinator, event.partition):
@@ -359,23 +364,30 @@ class UnitReplay:
                 raise AssertionError(f"fast path {quick} != check_commands {full} on {event!r}")
             quick = full
         found += quick
+        # a Write changes no timer: with every group as it was, only a timer command or a timer
+        # firing can break a timer invariant
         if changed or type(event) is ev.TimerFired or any(type(c) is not SetTimer and type(c) is not Respond
-                                                          for c in commands):
+                                                          and type(c) is not Write for c in commands):
             found += inv.check_timers(after, self._timers)
         return found
 
     def _unchanged_step_checks(self, before: dict, event, commands: list) -> list[str] | None:
         """check_commands for a step that left every group object as it was and emitted only
-        timers and answers (heartbeats, commit results, most write completions): then its
-        parked/write/completion checks have nothing to look at and what remains is
-        check_response for each answer. None when the step needs the full check_commands
-        (an answer to a JoinGroup or SyncGroup, a write, anything else)."""
+        timers, answers and writes without group records (heartbeats, offset commits, most
+        write completions): then its parked/write/completion checks have nothing to look at
+        and what remains is check_response for each answer. None when the step needs the
+        full check_commands (an answer to a JoinGroup or SyncGroup, a group record, anything
+        else)."""
         own = event.request_id if isinstance(event, ev.Request) else _NO_REQUEST
         found: list[str] = []
         seen = set()
         for c in commands:
             t = type(c)
             if t is SetTimer or t is CancelTimer:
+                continue
+            if t is Write:
+                if any(isinstance(r, cmd.GroupMetadataRecord) for r in c.records):
+                    return None
                 continue
             if t is not Respond:
                 return None
@@ -494,6 +506,8 @@ class UnitReplay:
 
 
 _NO_REQUEST = object()
+_VERSION = trace.VERSION
+_NO_GROUPS: dict = {}  # a group-scoped step's groups when its group is absent (read, never changed)
 _EVENT_TYPES = frozenset(trace.EVENT_TYPES)
 _COMMAND_TYPES = frozenset(trace.COMMAND_TYPES)
 _GROUP_NAMED = re.compile(r"group '((?:[^'\\]|\\.)*)'")

@@ -65,12 +65,14 @@ class PartitionReplay:
     """Feeds column batches to a StreamReplayer; collects result rows (each naming the
     recording, ``options["recording"]``)."""
 
+    replayer_class = None  # StreamReplayer unless a measurement swaps in its own (phases.py)
+
     def __init__(self, options: dict, file_names: list[str] | None = None) -> None:
         from groupcoord.core.config import CoordinatorConfig
         from groupcoord.adapters.replay.stream import StreamReplayer
 
         config = CoordinatorConfig.from_kafka(options.get("config") or {})
-        self.replayer = StreamReplayer(config, outputs=options.get("outputs", True),
+        self.replayer = (self.replayer_class or StreamReplayer)(config, outputs=options.get("outputs", True),
                                        scope=options.get("scope", "group"),
                                        check_invariants=options.get("invariants", True), loads=json_loader(),
                                        dumps=_dumps())

@@ -26,8 +26,10 @@ class StreamReplayer:
         self.current: UnitReplay | None = None
         self._current_key = object()
 
+    unit_class = UnitReplay
+
     def _open(self, key, group_id) -> UnitReplay:
-        return UnitReplay(group_id, self.config, outputs=self.outputs, scope=self.scope,
+        return self.unit_class(group_id, self.config, outputs=self.outputs, scope=self.scope,
                           check_invariants=self.check_invariants, loads=self.loads, dumps=self.dumps)
 
     def feed(self, v, group_id, partition, seq, ts_ms, direction, type_name, data, file=None, line=None,

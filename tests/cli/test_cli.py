@@ -64,11 +64,18 @@ def test_demo_forms_a_group_and_survives_a_crash():
 def test_bench_core_prints_json_lines_last():
     result = run("bench", "core", "--quick")
     assert result.returncode == 0, result.stderr
-    tail = [json.loads(line) for line in result.stdout.strip().splitlines()[-6:]]
+    tail = [json.loads(line) for line in result.stdout.strip().splitlines()[-8:]]
+    *tail, ratios = tail
     assert [m["name"] for m in tail] == ["heartbeat_10", "heartbeat_1000", "offset_commit_10",
-                                         "offset_commit_1000", "rebalance_100", "recorded_stream"]
+                                         "offset_commit_1000", "rebalance_100", "recorded_stream",
+                                         "simulated_mix"]
     assert all(m["unit"] == "events/s" for m in tail)
     rate = {m["name"]: m["value"] for m in tail}
+    # the costs against the heartbeat step, measured side by side: a commit with its write and
+    # the mix's mean input (joins, syncs, commits) cost more than a heartbeat; printed as such
+    assert ratios["name"] == "ratios" and ratios["rounds"] == 3
+    assert ratios["commit_vs_heartbeat"] > 1 and ratios["mix_vs_heartbeat"] > 1, ratios
+    assert f"a heartbeat step: {ratios['commit_vs_heartbeat']:.2f}x" in result.stdout
     # what the numbers must show, as ratios within this run: a heartbeat does no work that
     # grows with its group (1000 members cost about what 10 do), and is cheaper than a commit
     # with its write

@@ -68,7 +68,7 @@ MUTANTS = [
            "            self._arm(HeartbeatTimer(g.partition, g.group_id, mid), member.rebalance_timeout_ms)"),
     Mutant("g-metadata-boundary", "metadata exactly offset.metadata.max.bytes long is refused "
            "(Kafka: OFFSET_METADATA_TOO_LARGE only when longer)", "offsets.py",
-           '.encode("utf-16-le")) // 2 > limit', '.encode("utf-16-le")) // 2 >= limit'),
+           "and _java_length(metadata) > limit:", "and _java_length(metadata) >= limit:"),
     Mutant("h-initial-delay-max", "the initial-rebalance delay is extended by max(initial delay, remaining) "
            "(Kafka: min)", "membership.py",
            "new_delay = min(self.config.group_initial_rebalance_delay_ms, remaining)",
