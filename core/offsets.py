@@ -70,7 +70,7 @@ class Offsets:
                     results.append(PartitionResult(p.partition_index, Error.OFFSET_METADATA_TOO_LARGE))
                     continue
                 index = p.partition_index
-                results.append(_OK_RESULTS.get(index) or _ok_result(index))
+                results.append(PartitionResult(index, Error.NONE))
                 entry = OffsetEntry(p.committed_offset, p.committed_leader_epoch, metadata or "", now, expire)
                 entries.append((req.group_id, (name, index), entry))
                 records.append(OffsetCommitRecord(req.group_id, name, index, entry.offset, entry.leader_epoch,
@@ -187,16 +187,6 @@ class Offsets:
 def _java_length(text: str) -> int:
     """Java's String.length(): UTF-16 code units (one per character for ASCII)."""
     return len(text) if text.isascii() else len(text.encode("utf-16-le")) // 2
-
-
-_OK_RESULTS: dict[int, PartitionResult] = {}  # a commit's accepted partitions share their (frozen) result
-
-
-def _ok_result(index: int) -> PartitionResult:
-    result = PartitionResult(index, Error.NONE)
-    if len(_OK_RESULTS) < 4096:
-        _OK_RESULTS[index] = result
-    return result
 
 
 def _validate_offset_commit(group, req: ev.OffsetCommit) -> None:
