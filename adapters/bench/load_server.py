@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import os
 import resource
@@ -79,7 +80,8 @@ async def serve(args: argparse.Namespace) -> None:
     server = GroupServer(config, apis.TopicCatalog({args.topic: args.partitions}),
                          options=ServerOptions(host="127.0.0.1", port=0), storage=storage)
     await server.start()
-    settle_collector()
+    if args.collector == "settled":
+        settle_collector()
     pauses = GcPauses()
     pauses.start()
     expiries = _ExpiryCount(server.core.timers)
@@ -88,10 +90,18 @@ async def serve(args: argparse.Namespace) -> None:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     marks = 0
 
+    profile = cProfile.Profile() if args.profile else None
+
     def mark() -> None:  # the driver's SIGUSR1: a report now, where its load window starts or ends
         nonlocal marks
         marks += 1
         _emit({**report(), "mark": marks})
+        pauses.longest_since_mark_ms = 0.0
+        if profile is not None and marks == 1:
+            profile.enable()
+        elif profile is not None and marks == 2:
+            profile.disable()
+            profile.dump_stats(args.profile)
 
     loop.add_signal_handler(signal.SIGUSR1, mark)
     started = time.monotonic()
@@ -100,7 +110,8 @@ async def serve(args: argparse.Namespace) -> None:
         return {"t_s": round(time.monotonic() - started, 3), "cpu_s": round(_cpu_s(), 4),
                 "rss_mb": round(rss_mb(), 1), "requests": server.listener.stats["requests"],
                 "connections": len(server.listener.connections), "expiries": expiries.count,
-                "gc_longest_ms": round(pauses.longest_ms, 2), "gc_full": pauses.full_collections,
+                "gc_longest_ms": round(pauses.longest_ms, 2),
+                "gc_longest_since_mark_ms": round(pauses.longest_since_mark_ms, 2), "gc_full": pauses.full_collections,
                 "gc_collections": pauses.collections, "final": final}
 
     _emit({"port": server.port, "loop": type(loop).__module__})
@@ -125,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partitions", type=int, default=1000)
     p.add_argument("--report-ms", type=int, default=1000)
     p.add_argument("--event-loop", choices=["asyncio", "uvloop"], default="asyncio")
+    p.add_argument("--collector", choices=["settled", "default"], default="settled")
+    p.add_argument("--profile", default=None, help="cProfile the load window (between the first two marks) to this file")
     args = p.parse_args(argv)
     if args.storage == "sqlite" and not args.data_dir:
         p.error("--storage sqlite needs --data-dir")

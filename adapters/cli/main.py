@@ -104,6 +104,11 @@ def build_parser() -> Parser:
                    help="seconds of load once every group is Stable (default 60)")
     q.add_argument("--event-loop", choices=["asyncio", "uvloop"], default="asyncio",
                    help="the server's event loop (uvloop must be installed)")
+    q.add_argument("--collector", choices=["settled", "default"], default="settled",
+                   help="settled (default): the server freezes what exists once started and collects its "
+                        "young objects less often, as `groupcoord serve` does; default: CPython's settings")
+    q.add_argument("--profile", metavar="FILE", default=None,
+                   help="write a cProfile of the server during the load window to FILE (pstats format)")
     add_replay_commands(sub)
     from groupcoord.adapters.cli.tla import add_tla_command
 

@@ -28,6 +28,7 @@ class GcPauses:
 
     def __init__(self) -> None:
         self.longest_ms = 0.0
+        self.longest_since_mark_ms = 0.0  # the caller resets it where a measured window starts
         self.full_collections = 0
         self.collections = 0
         self._began = 0.0
@@ -49,3 +50,5 @@ class GcPauses:
             self.full_collections += 1
         if pause_ms > self.longest_ms:
             self.longest_ms = pause_ms
+        if pause_ms > self.longest_since_mark_ms:
+            self.longest_since_mark_ms = pause_ms
