@@ -479,6 +479,7 @@ def _report(args: argparse.Namespace, run: dict, stats: list[dict], steps: list[
              ("core_heartbeat_step_us", core_step_us, "us"),
              ("server_cpu_per_request_vs_core_step", per_request_us / core_step_us, "x"),
              ("gc_longest_pause_ms", after["gc_longest_since_mark_ms"], "ms"),
+             ("gc_longest_pause_cpu_ms", after["gc_longest_cpu_since_mark_ms"], "ms"),
              ("gc_longest_pause_ms_with_forming", final["gc_longest_ms"], "ms"),
              ("gc_full_collections", final["gc_full"], "collections")]
     in_window = [s for s in stats if before["t_s"] <= s["t_s"] <= after["t_s"]] or [before, after]

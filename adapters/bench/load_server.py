@@ -96,7 +96,7 @@ async def serve(args: argparse.Namespace) -> None:
         nonlocal marks
         marks += 1
         _emit({**report(), "mark": marks})
-        pauses.longest_since_mark_ms = 0.0
+        pauses.longest_since_mark_ms = pauses.longest_cpu_since_mark_ms = 0.0
         if profile is not None and marks == 1:
             profile.enable()
         elif profile is not None and marks == 2:
@@ -111,7 +111,8 @@ async def serve(args: argparse.Namespace) -> None:
                 "rss_mb": round(rss_mb(), 1), "requests": server.listener.stats["requests"],
                 "connections": len(server.listener.connections), "expiries": expiries.count,
                 "gc_longest_ms": round(pauses.longest_ms, 2),
-                "gc_longest_since_mark_ms": round(pauses.longest_since_mark_ms, 2), "gc_full": pauses.full_collections,
+                "gc_longest_since_mark_ms": round(pauses.longest_since_mark_ms, 2),
+                "gc_longest_cpu_since_mark_ms": round(pauses.longest_cpu_since_mark_ms, 2), "gc_full": pauses.full_collections,
                 "gc_collections": pauses.collections, "final": final}
 
     _emit({"port": server.port, "loop": type(loop).__module__})

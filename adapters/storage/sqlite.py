@@ -10,7 +10,7 @@ they were written, which is what the core's load path replays.
 Durability: WAL journal with ``synchronous=FULL``, so a transaction is on disk (the WAL
 fsynced) before its COMMIT returns; a write is acknowledged to the core only after that.
 One writer thread commits batches of queued appends in one transaction each (group commit):
-many concurrent commits cost one fsync. A crash at any moment leaves either the whole
+many concurrent commits cost one fsync, and their outcomes reach the event loop in one call. A crash at any moment leaves either the whole
 transaction or none of it.
 
 Failures surface as Kafka errors the core already translates: a full disk, an I/O error or
@@ -177,8 +177,11 @@ class SqliteStorage:
                     break
                 batch.append(nxt)
             error = self._commit(batch)
+            by_loop: dict = {}
             for loop, future, _, _ in batch:
-                loop.call_soon_threadsafe(_settle, future, error, self._last_error)
+                by_loop.setdefault(loop, []).append(future)
+            for loop, futures in by_loop.items():  # one wake-up of the loop per batch, not per write
+                loop.call_soon_threadsafe(_settle_all, futures, error, self._last_error)
 
     def _commit(self, batch: list) -> Error | None:
         db = self._db
@@ -241,6 +244,11 @@ def _convert_v1(db: sqlite3.Connection, path: Path) -> None:
         except sqlite3.Error:
             pass
         raise
+
+
+def _settle_all(futures: list, error: Error | None, detail: str | None) -> None:
+    for future in futures:
+        _settle(future, error, detail)
 
 
 def _settle(future: asyncio.Future, error: Error | None, detail: str | None = None) -> None:

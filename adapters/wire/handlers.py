@@ -27,7 +27,7 @@ from groupcoord.adapters.protocol.schema import SchemaError
 from groupcoord.adapters.protocol.translate import request_event
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.wire.core_loop import CoreFailure, CoreLoop
-from groupcoord.adapters.wire.heartbeat_frame import HEARTBEAT_KEY, read_heartbeat
+from groupcoord.adapters.wire.heartbeat_frame import HEARTBEAT_KEY, HeartbeatReader
 from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.wire.replies import Replies
 
@@ -53,6 +53,7 @@ class RequestHandler:
         self.clock = core.clock  # the time of the core's events
         self.served = apis.served_versions()
         self._heartbeat_versions = self.served[HEARTBEAT_KEY]
+        self._heartbeat_reader = HeartbeatReader(self._heartbeat_versions[1])
         self.closing = False  # set by the server's shutdown: a Fetch is answered at once
         self._handlers = {
             apis.API_VERSIONS_KEY: self._api_versions, kc.API_KEYS["Metadata"]: self._metadata,
@@ -67,7 +68,7 @@ class RequestHandler:
     def handle_frame(self, conn: Connection, frame: bytes) -> None:
         """One request frame (size prefix stripped); the answer goes to ``conn.send``."""
         if frame[:2] == _HEARTBEAT_KEY and self.log.threshold > 10:  # the fast path (no debug lines to log)
-            fields = read_heartbeat(frame, self._heartbeat_versions[1])
+            fields = self._heartbeat_reader.read(frame)
             if fields is not None and fields[0] >= self._heartbeat_versions[0]:
                 conn.correlation_id = fields[1]
                 self._run(conn, HEARTBEAT_KEY, fields[0], self._heartbeat, fields)

@@ -19,6 +19,28 @@ _INT32 = struct.Struct(">i")
 _SHORT = struct.Struct(">h")
 
 
+class HeartbeatReader:
+    """``read_heartbeat`` with a memory: a member's heartbeats differ only in their correlation
+    id, so what follows it is looked up before it is read (at most ``limit`` frames kept)."""
+
+    def __init__(self, max_version: int, limit: int = 200_000) -> None:
+        self.max_version = max_version
+        self.limit = limit
+        self._known: dict[bytes, tuple] = {}
+
+    def read(self, frame: bytes) -> tuple | None:
+        rest = frame[8:]
+        known = self._known.get(rest)
+        if known is not None and frame[:4] == known[0]:
+            return (known[1], int.from_bytes(frame[4:8], "big", signed=True)) + known[2]
+        fields = read_heartbeat(frame, self.max_version)
+        if fields is not None:
+            if len(self._known) >= self.limit:
+                self._known.clear()
+            self._known[rest] = (frame[:4], fields[0], fields[2:])
+        return fields
+
+
 def read_heartbeat(frame: bytes, max_version: int) -> tuple | None:
     """(version, correlation id, client id, group id, generation id, member id, group instance
     id) of a Heartbeat frame (size prefix stripped) up to ``max_version``, or None."""

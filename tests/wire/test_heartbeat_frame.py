@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groupcoord.adapters.protocol import codec as kc
-from groupcoord.adapters.wire.heartbeat_frame import read_heartbeat
+from groupcoord.adapters.wire.heartbeat_frame import HeartbeatReader, read_heartbeat
 
 names = st.text(max_size=140)  # past 127 bytes a compact length takes two varint bytes
 heartbeats = st.tuples(st.integers(0, 4), st.integers(-2**31, 2**31 - 1), st.none() | names, names,
@@ -71,3 +71,17 @@ def test_other_apis_and_versions_past_the_limit_take_the_general_path():
         "group_instance_id": None, "protocol_type": "consumer", "protocols": []}))[4:]
     assert read_heartbeat(join, 4) is None
     assert read_heartbeat(b"\x00\x0c", 4) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(heartbeats, st.sampled_from(["whole", "cut", "other_header"])), max_size=30))
+def test_the_reader_remembers_frames_but_reads_every_one_as_read_heartbeat_does(frames):
+    reader = HeartbeatReader(4, limit=5)
+    for hb, how in frames:
+        frame = _frame(*hb)
+        if how == "cut":
+            frame = frame[:-1]
+        elif how == "other_header":  # same bytes after the correlation id, another API key or version
+            frame = bytes([0, 11]) + frame[2:]
+        assert reader.read(frame) == read_heartbeat(frame, 4)
+        assert reader.read(frame) == read_heartbeat(frame, 4)
