@@ -213,24 +213,29 @@ class Member:
 
 class Schedule:
     """Every member's heartbeats (and commits) spread evenly over their interval, in ticks of
-    ``TICK_MS``; a late tick catches up on the slots it missed, so the offered rate holds."""
+    ``TICK_MS``; a late tick catches up on the slots it missed, so the offered rate holds.
+    Members join it as their group forms (``add``): a group formed early keeps heartbeating
+    while later ones form, as consumers do."""
 
-    def __init__(self, members: list[Member], heartbeat_ms: int, commit_ms: int | None) -> None:
+    def __init__(self, heartbeat_ms: int, commit_ms: int | None) -> None:
         self.loop = asyncio.get_running_loop()
-        self.lanes: list[tuple[list[list[Member]], str]] = [(self._slots(members, heartbeat_ms, 0), "heartbeat_due")]
+        self.lanes: list[tuple[list[list[Member]], str]] = [(self._slots(heartbeat_ms), "heartbeat_due")]
         if commit_ms:
-            self.lanes.append((self._slots(members, commit_ms, 1), "commit_due"))
+            self.lanes.append((self._slots(commit_ms), "commit_due"))
+        self.added = 0
         self.start = self.loop.time()
         self.done_ticks = 0
         self.handle: Any = None
 
     @staticmethod
-    def _slots(members: list[Member], interval_ms: int, shift: int) -> list[list[Member]]:
-        count = max(1, interval_ms // TICK_MS)
-        slots: list[list[Member]] = [[] for _ in range(count)]
-        for i, member in enumerate(members):
-            slots[(i * 7919 + shift * (count // 2)) % count].append(member)  # a prime spreads groups' members
-        return slots
+    def _slots(interval_ms: int) -> list[list[Member]]:
+        return [[] for _ in range(max(1, interval_ms // TICK_MS))]
+
+    def add(self, member: Member) -> None:
+        for shift, (slots, _what) in enumerate(self.lanes):
+            count = len(slots)  # a prime spreads a group's members; commits half a lap after heartbeats
+            slots[(self.added * 7919 + shift * (count // 2)) % count].append(member)
+        self.added += 1
 
     def run(self) -> None:
         due = int((self.loop.time() - self.start) * 1000 / TICK_MS) + 1
@@ -325,9 +330,10 @@ def _raise_file_limit() -> int:
 # --- the run --------------------------------------------------------------------------------------
 
 async def _form(conns: list[_Conn], groups: list[str], members: int, waves: int, tally: Tally,
-                beat_s: float) -> tuple[list[Member], list[float], dict[str, list[str]]]:
+                beat_s: float, schedule: Schedule) -> tuple[list[Member], list[float], dict[str, list[str]]]:
     """Groups formed wave by wave; group ``g`` is in wave ``g % waves`` and its member ``m``
-    uses connection ``(g // waves) * members + m``: one member per connection in each wave."""
+    uses connection ``(g // waves) * members + m``: one member per connection in each wave.
+    A formed group's members join the ``schedule`` at once."""
     out: list[Member] = []
     join_ms: list[float] = []
     member_ids: dict[str, list[str]] = {}
@@ -340,8 +346,10 @@ async def _form(conns: list[_Conn], groups: list[str], members: int, waves: int,
             join_ms.append(ms)
             member_ids[groups[g]] = [member_id for member_id, _generation in joined]
             for m, (member_id, generation) in enumerate(joined):
-                out.append(Member(conns[(g // waves) * members + m], groups[g], member_id, generation,
-                                  m % TOPIC_PARTITIONS, tally))
+                member = Member(conns[(g // waves) * members + m], groups[g], member_id, generation,
+                                m % TOPIC_PARTITIONS, tally)
+                out.append(member)
+                schedule.add(member)
     return out, join_ms, member_ids
 
 
@@ -398,14 +406,14 @@ async def _drive(args: argparse.Namespace, server: ServerProcess, port: int) -> 
     tally = Tally()
     groups = [f"load-{g}" for g in range(args.groups)]
     formed_at = time.monotonic()
-    members, join_ms, member_ids = await _form(conns, groups, args.members, waves, tally, beat_s=0.5)
+    schedule = Schedule(args.heartbeat_interval_ms, args.commit_interval_ms)
+    schedule.run()
+    members, join_ms, member_ids = await _form(conns, groups, args.members, waves, tally, 0.5, schedule)
     form_s = time.monotonic() - formed_at
 
-    schedule = Schedule(members, args.heartbeat_interval_ms, args.commit_interval_ms)
     before = server.mark()
     tally.recording = True
     started = time.monotonic()
-    schedule.run()
     await asyncio.sleep(args.duration)
     schedule.stop()
     tally.recording = False
