@@ -347,7 +347,7 @@ async def _form(conns: list[_Conn], groups: list[str], members: int, waves: int,
             member_ids[groups[g]] = [member_id for member_id, _generation in joined]
             for m, (member_id, generation) in enumerate(joined):
                 member = Member(conns[(g // waves) * members + m], groups[g], member_id, generation,
-                                m % TOPIC_PARTITIONS, tally)
+                                m, tally)  # the topic has at least as many partitions as a group has members
                 out.append(member)
                 schedule.add(member)
     return out, join_ms, member_ids

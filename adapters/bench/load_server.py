@@ -27,6 +27,7 @@ from groupcoord.adapters.bench.core import bench_heartbeat
 from groupcoord.adapters.storage.memory import MemoryStorage
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.wire.collector import GcPauses, settle_collector
+from groupcoord.adapters.wire.log import Log
 from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.wire.server import GroupServer
 
@@ -79,7 +80,8 @@ async def serve(args: argparse.Namespace) -> None:
         storage = MemoryStorage()
     config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, advertised_host="127.0.0.1")
     server = GroupServer(config, apis.TopicCatalog({args.topic: args.partitions}),
-                         options=ServerOptions(host="127.0.0.1", port=0), storage=storage)
+                         options=ServerOptions(host="127.0.0.1", port=0), storage=storage,
+                         log=Log(sys.stderr, level="warning"))  # as `serve --log-level warning`
     await server.start()
     if args.collector == "settled":
         settle_collector()
