@@ -10,7 +10,8 @@ they were written, which is what the core's load path replays.
 Durability: WAL journal with ``synchronous=FULL``, so a transaction is on disk (the WAL
 fsynced) before its COMMIT returns; a write is acknowledged to the core only after that.
 One writer thread commits batches of queued appends in one transaction each (group commit):
-many concurrent commits cost one fsync, and their outcomes reach the event loop in one call. A crash at any moment leaves either the whole
+many concurrent commits cost one fsync, and their outcomes reach the event loop in one call
+(batches committed while the loop has not yet taken earlier outcomes share its wake-up). A crash at any moment leaves either the whole
 transaction or none of it.
 
 Failures surface as Kafka errors the core already translates: a full disk, an I/O error or
@@ -82,6 +83,8 @@ class SqliteStorage:
             self._lock.release()
             raise
         self._queue: queue.Queue = queue.Queue()
+        self._outcomes: dict = {}  # loop -> [(futures, error, detail)] committed, not yet settled
+        self._outcomes_lock = threading.Lock()
         self._last_error: str | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._writer, name="sqlite-writer", daemon=True)
@@ -180,8 +183,27 @@ class SqliteStorage:
             by_loop: dict = {}
             for loop, future, _, _ in batch:
                 by_loop.setdefault(loop, []).append(future)
-            for loop, futures in by_loop.items():  # one wake-up of the loop per batch, not per write
-                loop.call_soon_threadsafe(_settle_all, futures, error, self._last_error)
+            for loop, futures in by_loop.items():
+                self._hand_back(loop, futures, error, self._last_error)
+
+    def _hand_back(self, loop: asyncio.AbstractEventLoop, futures: list, error: Error | None,
+                   detail: str | None) -> None:
+        """Outcomes go to the loop in commit order; the loop is woken only if the outcomes it
+        was woken for are all taken (a busy loop would otherwise find its wake-up pipe full of
+        one byte per batch)."""
+        with self._outcomes_lock:
+            waiting = self._outcomes.setdefault(loop, [])
+            wake = not waiting
+            waiting.append((futures, error, detail))
+        if wake:
+            loop.call_soon_threadsafe(self._settle_outcomes, loop)
+
+    def _settle_outcomes(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._outcomes_lock:
+            outcomes = self._outcomes.pop(loop, [])
+        for futures, error, detail in outcomes:
+            for future in futures:
+                _settle(future, error, detail)
 
     def _commit(self, batch: list) -> Error | None:
         db = self._db
@@ -244,11 +266,6 @@ def _convert_v1(db: sqlite3.Connection, path: Path) -> None:
         except sqlite3.Error:
             pass
         raise
-
-
-def _settle_all(futures: list, error: Error | None, detail: str | None) -> None:
-    for future in futures:
-        _settle(future, error, detail)
 
 
 def _settle(future: asyncio.Future, error: Error | None, detail: str | None = None) -> None:
