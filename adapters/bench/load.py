@@ -41,7 +41,7 @@ from collections import Counter, deque
 from pathlib import Path
 from typing import Any, Callable
 
-from groupcoord.adapters.bench.server import TOPIC_PARTITIONS, _wait_port, form_group, stop_process
+from groupcoord.adapters.bench.server import TOPIC_PARTITIONS, wait_port, form_group, stop_process
 from groupcoord.adapters.client.kafka_client import KafkaClient, error_name
 from groupcoord.adapters.protocol import codec as kc
 
@@ -442,7 +442,7 @@ def run_load_bench(args: argparse.Namespace) -> int:
                            args.profile)
     try:
         port = server.wait_for("port", 120)["port"]
-        _wait_port(port, server.proc)
+        wait_port(port, server.proc)
         if driver_cpu is not None:
             os.sched_setaffinity(0, {driver_cpu})
         run = asyncio.run(_drive(args, server, port))

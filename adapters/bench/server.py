@@ -63,7 +63,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
+def wait_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -82,7 +82,7 @@ class Target:
         self.port = port
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
-        _wait_port(port, self.proc)
+        wait_port(port, self.proc)
 
     def stop(self) -> None:
         stop_process(self.proc)
