@@ -63,7 +63,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
+def wait_port(port: int, proc: subprocess.Popen, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -82,7 +82,7 @@ class Target:
         self.port = port
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, env={**os.environ, **(env or {})})
-        _wait_port(port, self.proc)
+        wait_port(port, self.proc)
 
     def stop(self) -> None:
         stop_process(self.proc)
@@ -106,17 +106,18 @@ def start_tansu(binary: Path) -> Target:
 
 # --- the load ---------------------------------------------------------------------------------------
 
-def _join_body(group: str, member_id: str) -> dict:
-    return {"group_id": group, "session_timeout_ms": SESSION_MS, "rebalance_timeout_ms": SESSION_MS,
+def _join_body(group: str, member_id: str, session_ms: int = SESSION_MS) -> dict:
+    return {"group_id": group, "session_timeout_ms": session_ms, "rebalance_timeout_ms": session_ms,
             "member_id": member_id, "group_instance_id": None, "protocol_type": "consumer",
             "protocols": [{"name": "range", "metadata": encode_subscription(["bench"], version=0)}]}
 
 
-async def _member(client: KafkaClient, group: str, deadline: float, member_id: str = "") -> tuple[str, int]:
+async def _member(client: KafkaClient, group: str, deadline: float, member_id: str = "",
+                  session_ms: int = SESSION_MS) -> tuple[str, int]:
     """Join and sync like a consumer; returns (member id, generation) once synced."""
     loop = asyncio.get_running_loop()
     while loop.time() < deadline:
-        joined = await client.request(11, _join_body(group, member_id), JOIN_VERSION, timeout=60)
+        joined = await client.request(11, _join_body(group, member_id, session_ms), JOIN_VERSION, timeout=60)
         code = joined["error_code"]
         if code == 79:
             member_id = joined["member_id"]
@@ -141,12 +142,14 @@ async def _member(client: KafkaClient, group: str, deadline: float, member_id: s
     raise TimeoutError(f"member could not join {group}")
 
 
-async def form_group(clients: list[KafkaClient], group: str) -> tuple[float, list[tuple[str, int]]]:
-    """Every member joins, syncs and then heartbeats every 10 ms (rejoining when told to), as
-    consumers do; the group is stable once every member has heartbeated successfully in one
-    generation. Returns (milliseconds from the first JoinGroup, [(member id, generation)])."""
+async def form_group(clients: list[KafkaClient], group: str, session_ms: int = SESSION_MS,
+                     beat_s: float = 0.01, timeout_s: float = 90) -> tuple[float, list[tuple[str, int]]]:
+    """Every member joins, syncs and then heartbeats every ``beat_s`` (rejoining when told to),
+    as consumers do; the group is stable once every member has heartbeated successfully in one
+    generation. ``clients`` need only ``request`` (a KafkaClient's). Returns (milliseconds from
+    the first JoinGroup, [(member id, generation)])."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + 90
+    deadline = loop.time() + timeout_s
     start = loop.time()
     n = len(clients)
     members: list = [("", -1)] * n
@@ -156,7 +159,7 @@ async def form_group(clients: list[KafkaClient], group: str) -> tuple[float, lis
     async def consumer(i: int, client: KafkaClient) -> None:
         member_id = ""
         while not stable.is_set():
-            member_id, generation = await _member(client, group, deadline, member_id)
+            member_id, generation = await _member(client, group, deadline, member_id, session_ms)
             members[i] = (member_id, generation)
             while not stable.is_set():
                 beat = await client.request(12, {"group_id": group, "generation_id": generation,
@@ -170,7 +173,7 @@ async def form_group(clients: list[KafkaClient], group: str) -> tuple[float, lis
                 if all(g == generation for g in good):
                     stable.set()
                     break
-                await asyncio.sleep(0.01)
+                await asyncio.sleep(beat_s)
 
     tasks = [asyncio.ensure_future(consumer(i, c)) for i, c in enumerate(clients)]
     try:

@@ -94,6 +94,27 @@ def build_parser() -> Parser:
     q.add_argument("--quick", action="store_true", help="200 groups and up to 10 members joining (for smoke tests)")
     q.add_argument("--groups", type=parsing.number(int, 1, "a whole number of at least 1"), default=None,
                    help="the simulator's groups in the trace (default 100000; 200 with --quick)")
+    q = bench.add_parser("load", help="many groups of consumers against one server process held on one CPU: "
+                                      "answered rates, latencies, CPU per request against the core's step, RSS, GC")
+    whole = parsing.number(int, 1, "a whole number of at least 1")
+    q.add_argument("--groups", type=whole, required=True, help="consumer groups")
+    q.add_argument("--members", type=whole, required=True, help="members of each group")
+    q.add_argument("--commit-interval-ms", type=whole, default=None, metavar="MS",
+                   help="each member also commits its partition's offset this often (the Java client's "
+                        "auto-commit: 5000); default: heartbeats only")
+    q.add_argument("--heartbeat-interval-ms", type=whole, default=3000, metavar="MS",
+                   help="each member's heartbeat interval (default 3000, the clients' default)")
+    q.add_argument("--storage", choices=["memory", "sqlite"], default="memory",
+                   help="the server's storage (sqlite: in a temporary directory, removed afterwards)")
+    q.add_argument("--duration", type=parsing.number(float, 1, "seconds, at least 1"), default=60.0, metavar="S",
+                   help="seconds of load once every group is Stable (default 60)")
+    q.add_argument("--event-loop", choices=["asyncio", "uvloop"], default="asyncio",
+                   help="the server's event loop (uvloop must be installed)")
+    q.add_argument("--collector", choices=["settled", "default"], default="settled",
+                   help="settled (default): the server freezes what exists once started and collects its "
+                        "young objects less often, as `groupcoord serve` does; default: CPython's settings")
+    q.add_argument("--profile", metavar="FILE", default=None,
+                   help="write a cProfile of the server during the load window to FILE (pstats format)")
     add_replay_commands(sub)
     from groupcoord.adapters.cli.tla import add_tla_command
 
@@ -165,6 +186,10 @@ def _run(args) -> int:
         from groupcoord.testing.startup_bench import run_fixture_bench
 
         return run_fixture_bench(starts=args.starts, cold=args.cold)
+    if args.command == "bench" and args.target == "load":
+        from groupcoord.adapters.bench.load import run_load_bench
+
+        return run_load_bench(args)
     if args.command == "bench" and args.target == "storage":
         from groupcoord.adapters.bench.storage import run_storage_bench
 

@@ -310,6 +310,9 @@ def run_serve(args: argparse.Namespace) -> int:
             log("error", "storage_unusable", storage=server.storage.name, error=str(e))
             return 2
         started = True
+        from groupcoord.adapters.wire.collector import settle_collector
+
+        settle_collector()  # what the start made lives as long as the server: out of the collector's way
         if early:
             loop.create_task(server.shutdown(reason=early[0]))
         await server.wait_stopped()

@@ -36,6 +36,7 @@ from kio.static.primitive import i32Timedelta, i64Timedelta
 
 _HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
 _SIZE = struct.Struct(">i")
+_FRAME_HEAD = struct.Struct(">ii")  # size, correlation id
 
 # API keys by Kafka's API name (PascalCase, as core.schema names them) and back.
 API_NAMES: dict[int, str] = {k: "".join(p.title() for p in n.split("_")) for k, n in api_key_map.items()}
@@ -167,15 +168,18 @@ def encode_response_body(api_key: int, version: int, body: Any) -> bytes:
 
 
 def frame_response(api_key: int, version: int, correlation_id: int, body_bytes: bytes) -> bytes:
-    """A framed response from a body encoded by ``encode_response_body``."""
+    """A framed response from a body encoded by ``encode_response_body``: the header's bytes
+    after the correlation id are kio's own, written once per (api key, version)."""
+    tail = _response_header_tail(api_key, version)
+    return _FRAME_HEAD.pack(4 + len(tail) + len(body_bytes), correlation_id) + tail + body_bytes
+
+
+@lru_cache(maxsize=None)
+def _response_header_tail(api_key: int, version: int) -> bytes:
     header_cls, write_header, _write_body = _response_writers(api_key, version)
     buf = io.BytesIO()
-    buf.write(b"\0\0\0\0")
-    write_header(buf, header_cls(correlation_id=correlation_id))
-    buf.write(body_bytes)
-    out = buf.getbuffer()
-    _SIZE.pack_into(out, 0, len(out) - 4)
-    return bytes(out)
+    write_header(buf, header_cls(correlation_id=0))
+    return buf.getvalue()[4:]
 
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, body: Any) -> bytes:

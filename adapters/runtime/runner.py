@@ -43,25 +43,35 @@ class CommandRunner:
 
     def feed(self, event) -> list:
         """Handle ``event`` and the storage outcomes it yields at once; all their commands."""
-        queue, emitted = deque([event]), []
-        handle, apply_timer = self.handle, self.timers.apply
+        commands, queue = self._carry_out(event, None)
+        if queue is None:  # nothing more to handle (most events): the core's own list
+            return commands
+        emitted = list(commands)
         while queue:
-            current = queue.popleft()
-            commands = handle(current)
-            if self.observer is not None:
-                self.observer(current, commands)
+            commands, _queue = self._carry_out(queue.popleft(), queue)
             emitted.extend(commands)
-            for command in commands:
-                kind = type(command)
-                if kind is Respond:
-                    self.respond(command.request_id, command.response)
-                elif kind is Write:
-                    outcome = self.store(command)
-                    if outcome is not None:
-                        queue.append(outcome)
-                else:
-                    apply_timer(command)
         return emitted
+
+    def _carry_out(self, event, queue: deque | None) -> tuple[list, deque | None]:
+        """Handle one event and carry out its commands; a synchronous write outcome joins
+        ``queue`` (made if None). Returns the commands and the queue."""
+        commands = self.handle(event)
+        if self.observer is not None:
+            self.observer(event, commands)
+        respond = self.respond
+        for command in commands:
+            kind = type(command)
+            if kind is Respond:
+                respond(command.request_id, command.response)
+            elif kind is Write:
+                outcome = self.store(command)
+                if outcome is not None:
+                    if queue is None:
+                        queue = deque()
+                    queue.append(outcome)
+            else:
+                self.timers.apply(command)
+        return commands, queue
 
     def fire_due(self, now_ms: int) -> list:
         """Fire every timer due at ``now_ms`` (also those armed by the firings themselves)."""

@@ -15,14 +15,16 @@ from groupcoord.core.errors import Error
 
 
 class MemoryStorage:
-    """Records in memory, per partition; compacted by record key as it grows."""
+    """Records in memory, per partition; each partition compacted by record key when it holds
+    twice what survived its last compaction (at least ``compact_above`` records)."""
 
     name = "memory"
     durable = False
 
-    def __init__(self, compact_above: int = 10_000) -> None:
+    def __init__(self, compact_above: int = 1_000) -> None:
         self.log: dict[int, list] = {}
-        self._compact_above = compact_above
+        self._compact_min = compact_above
+        self._compact_at: dict[int, int] = {}  # partition -> its log's length that triggers compaction
         self._hold = False
         self._held: list[tuple[asyncio.Future, int, tuple]] = []
         self._fail_next: Error | None = None
@@ -49,9 +51,11 @@ class MemoryStorage:
         """Keep ``records`` now (no hold, no failure)."""
         log = self.log.setdefault(partition, [])
         log.extend(records)
-        if len(log) > self._compact_above:
+        if len(log) > self._compact_at.get(partition, self._compact_min):
+            # each partition at twice what survived its last compaction: memory stays within
+            # twice the live records, and the cost per record stays constant
             self.log[partition] = log = compact(log)
-            self._compact_above = max(self._compact_above, 2 * len(log))
+            self._compact_at[partition] = max(self._compact_min, 2 * len(log))
 
     async def close(self) -> None:
         self.discard_held()

@@ -10,7 +10,9 @@ they were written, which is what the core's load path replays.
 Durability: WAL journal with ``synchronous=FULL``, so a transaction is on disk (the WAL
 fsynced) before its COMMIT returns; a write is acknowledged to the core only after that.
 One writer thread commits batches of queued appends in one transaction each (group commit):
-many concurrent commits cost one fsync. A crash at any moment leaves either the whole
+many concurrent commits cost one fsync. The appends of one event-loop turn reach the writer
+together (one transaction per turn at most), and the outcomes go back in one call (batches
+committed while the loop has not yet taken earlier outcomes share its wake-up). A crash at any moment leaves either the whole
 transaction or none of it.
 
 Failures surface as Kafka errors the core already translates: a full disk, an I/O error or
@@ -81,7 +83,10 @@ class SqliteStorage:
                 self._db.close()
             self._lock.release()
             raise
-        self._queue: queue.Queue = queue.Queue()
+        self._queue: queue.Queue = queue.Queue()  # lists of appends, barriers, None to stop
+        self._turn: list = []  # this loop turn's appends, not yet handed to the writer
+        self._outcomes: dict = {}  # loop -> [(futures, error, detail)] committed, not yet settled
+        self._outcomes_lock = threading.Lock()
         self._last_error: str | None = None
         self._closed = False
         self._thread = threading.Thread(target=self._writer, name="sqlite-writer", daemon=True)
@@ -132,8 +137,17 @@ class SqliteStorage:
         if self._closed:
             future.set_exception(StorageError(Error.NOT_LEADER_OR_FOLLOWER))
         else:
-            self._queue.put((loop, future, partition, records))
+            # Appends of one loop turn go to the writer as one item: one transaction (one
+            # fsync) per turn at most, however quickly the previous transaction finished.
+            if not self._turn:
+                loop.call_soon(self._hand_over_turn)
+            self._turn.append((loop, future, partition, records))
         return future
+
+    def _hand_over_turn(self) -> None:
+        turn, self._turn = self._turn, []
+        if turn:
+            self._queue.put(turn)
 
     async def flush(self, partitions: set[int] | None = None, timeout: float | None = None) -> bool:
         """Wait until every append made so far has its outcome (a barrier through the writer
@@ -142,7 +156,8 @@ class SqliteStorage:
             return True
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        self._queue.put((loop, future, None, ()))
+        self._hand_over_turn()  # the barrier comes after every append made so far
+        self._queue.put([(loop, future, None, ())])
         try:
             await asyncio.wait_for(asyncio.shield(future), timeout)
         except asyncio.TimeoutError:
@@ -154,6 +169,7 @@ class SqliteStorage:
     async def close(self) -> None:
         if not self._closed:
             self._closed = True
+            self._hand_over_turn()  # appends already accepted are written before the writer stops
             self._queue.put(None)
             await asyncio.get_running_loop().run_in_executor(None, self._thread.join)
             self._db.close()
@@ -166,7 +182,7 @@ class SqliteStorage:
             item = self._queue.get()
             if item is None:
                 return
-            batch = [item]
+            batch = list(item)
             while len(batch) < self._batch_max:
                 try:
                     nxt = self._queue.get_nowait()
@@ -175,10 +191,32 @@ class SqliteStorage:
                 if nxt is None:
                     self._queue.put(None)
                     break
-                batch.append(nxt)
+                batch.extend(nxt)
             error = self._commit(batch)
+            by_loop: dict = {}
             for loop, future, _, _ in batch:
-                loop.call_soon_threadsafe(_settle, future, error, self._last_error)
+                by_loop.setdefault(loop, []).append(future)
+            for loop, futures in by_loop.items():
+                self._hand_back(loop, futures, error, self._last_error)
+
+    def _hand_back(self, loop: asyncio.AbstractEventLoop, futures: list, error: Error | None,
+                   detail: str | None) -> None:
+        """Outcomes go to the loop in commit order; the loop is woken only if the outcomes it
+        was woken for are all taken (a busy loop would otherwise find its wake-up pipe full of
+        one byte per batch)."""
+        with self._outcomes_lock:
+            waiting = self._outcomes.setdefault(loop, [])
+            wake = not waiting
+            waiting.append((futures, error, detail))
+        if wake:
+            loop.call_soon_threadsafe(self._settle_outcomes, loop)
+
+    def _settle_outcomes(self, loop: asyncio.AbstractEventLoop) -> None:
+        with self._outcomes_lock:
+            outcomes = self._outcomes.pop(loop, [])
+        for futures, error, detail in outcomes:
+            for future in futures:
+                _settle(future, error, detail)
 
     def _commit(self, batch: list) -> Error | None:
         db = self._db

@@ -27,8 +27,11 @@ from groupcoord.adapters.protocol.schema import SchemaError
 from groupcoord.adapters.protocol.translate import request_event
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.wire.core_loop import CoreFailure, CoreLoop
+from groupcoord.adapters.wire.heartbeat_frame import HEARTBEAT_KEY, HeartbeatReader
 from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.wire.replies import Replies
+
+_HEARTBEAT_KEY = HEARTBEAT_KEY.to_bytes(2, "big")
 
 if TYPE_CHECKING:
     from groupcoord.adapters.wire.listener import Connection
@@ -49,6 +52,8 @@ class RequestHandler:
         self.ownership = ownership
         self.clock = core.clock  # the time of the core's events
         self.served = apis.served_versions()
+        self._heartbeat_versions = self.served[HEARTBEAT_KEY]
+        self._heartbeat_reader = HeartbeatReader(self._heartbeat_versions[1])
         self.closing = False  # set by the server's shutdown: a Fetch is answered at once
         self._handlers = {
             apis.API_VERSIONS_KEY: self._api_versions, kc.API_KEYS["Metadata"]: self._metadata,
@@ -62,6 +67,12 @@ class RequestHandler:
 
     def handle_frame(self, conn: Connection, frame: bytes) -> None:
         """One request frame (size prefix stripped); the answer goes to ``conn.send``."""
+        if frame[:2] == _HEARTBEAT_KEY and self.log.threshold > 10:  # the fast path (no debug lines to log)
+            fields = self._heartbeat_reader.read(frame)
+            if fields is not None and fields[0] >= self._heartbeat_versions[0]:
+                conn.correlation_id = fields[1]
+                self._run(conn, HEARTBEAT_KEY, fields[0], self._heartbeat, fields)
+                return
         conn.correlation_id = int.from_bytes(frame[4:8], "big", signed=True) if len(frame) >= 8 else None
         try:
             request = kc.decode_request(frame)
@@ -90,15 +101,28 @@ class RequestHandler:
                          action="close")
                 conn.close()
             return
+        self._run(conn, request.api_key, request.version, self._handlers[request.api_key], request)
+
+    def _run(self, conn: Connection, api_key: int, version: int, handler: Any, request: Any) -> None:
         try:
-            self._handlers[request.api_key](conn, request)
+            handler(conn, request)
         except CoreFailure:
             conn.close()
         except Exception as e:
-            self.log("error", "request_error", conn=conn.id, peer=conn.peer_text, api_key=request.api_key,
-                     version=request.version, error=f"{type(e).__name__}: {e}",
+            self.log("error", "request_error", conn=conn.id, peer=conn.peer_text, api_key=api_key,
+                     version=version, error=f"{type(e).__name__}: {e}",
                      traceback=traceback.format_exc()[-4000:], action="close")
             conn.close()
+
+    def _heartbeat(self, conn: Connection, fields: tuple) -> None:
+        """A Heartbeat read by ``read_heartbeat``: what ``_core_request`` does with one, without kio."""
+        version, correlation_id, client_id, group_id, generation_id, member_id, instance_id = fields
+        rid = (conn.id, correlation_id)
+        event = ev.Heartbeat(request_id=rid, now_ms=self.clock.now_ms(), version=version, client_id=client_id or "",
+                             client_host=conn.client_host, group_id=group_id, generation_id=generation_id,
+                             member_id=member_id, group_instance_id=instance_id)
+        self.replies.park_request(rid, conn, HEARTBEAT_KEY, "Heartbeat", version, correlation_id)
+        self.core.dispatch(event)
 
     def _send_fields(self, conn: Connection, request: kc.DecodedRequest, fields: dict) -> None:
         body = kc.response_body(request.api_key, request.version, fields)

@@ -231,6 +231,17 @@ class Connection(asyncio.Protocol):
         self.listener.changes.changed()
 
     def data_received(self, data: bytes) -> None:
+        if not self.buf and not self.busy and not self.in_pump and not self.closed and len(data) >= 4:
+            # The common case, one whole request and nothing before it: no buffering.
+            size = int.from_bytes(data[:4], "big", signed=True)
+            if len(data) == 4 + size and 0 <= size <= self.listener.max_request_bytes:
+                self.in_pump = True
+                try:
+                    self._take(data[4:])
+                finally:
+                    self.in_pump = False
+                self.listener.changes.changed()
+                return
         self.buf += data
         self._pump()
 
@@ -267,12 +278,7 @@ class Connection(asyncio.Protocol):
                     break
                 frame = bytes(buf[4:4 + size])
                 del buf[:4 + size]
-                self.busy = True
-                listener.stats["requests"] += 1
-                listener.handler.handle_frame(self, frame)
-                self.frames += 1
-                if listener.track_requests and self.correlation_id is not None:
-                    self.received.append(self.correlation_id)
+                self._take(frame)
             if not self.closed:
                 if self.busy and len(buf) > _PAUSE_ABOVE and not self.paused:
                     self.paused = True
@@ -283,6 +289,16 @@ class Connection(asyncio.Protocol):
         finally:
             self.in_pump = False
         self.listener.changes.changed()
+
+    def _take(self, frame: bytes) -> None:
+        """Hand one request frame to the request handler (called with ``in_pump`` set)."""
+        listener = self.listener
+        self.busy = True
+        listener.stats["requests"] += 1
+        listener.handler.handle_frame(self, frame)
+        self.frames += 1
+        if listener.track_requests and self.correlation_id is not None:
+            self.received.append(self.correlation_id)
 
     def holds_frame(self, correlation_id: int) -> bool:
         """A whole request frame with ``correlation_id`` waits in the buffer (tests)."""

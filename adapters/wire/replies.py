@@ -43,8 +43,11 @@ class Replies:
 
     def park(self, request_id: tuple, conn: Connection, request: kc.DecodedRequest, api: str, extra: Any) -> None:
         """``request`` waits for the core's answer to ``request_id``."""
-        self._pending[request_id] = _Pending(conn, request.api_key, api, request.version, request.correlation_id,
-                                             extra)
+        self.park_request(request_id, conn, request.api_key, api, request.version, request.correlation_id, extra)
+
+    def park_request(self, request_id: tuple, conn: Connection, api_key: int, api: str, version: int,
+                     correlation_id: int, extra: Any = None) -> None:
+        self._pending[request_id] = _Pending(conn, api_key, api, version, correlation_id, extra)
         conn.pending_rid = request_id
 
     def forget(self, conn: Connection) -> None:

@@ -1,0 +1,45 @@
+"""``groupcoord bench load`` (adapters/bench/load.py), run small: a server process on one CPU,
+groups formed, heartbeats and commits answered, the final checks made and every figure printed
+(a table, then JSON lines)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def bench_load(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "groupcoord.adapters.cli.main", "bench", "load", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_a_small_load_with_commits_on_sqlite_is_answered_and_checked():
+    out = bench_load("--groups", "20", "--members", "5", "--duration", "3", "--heartbeat-interval-ms", "300",
+                     "--commit-interval-ms", "500", "--storage", "sqlite")
+    assert out.returncode == 0, out.stdout + out.stderr
+    values = {l["name"]: l["value"] for l in map(json.loads, (l for l in out.stdout.splitlines() if l.startswith("{")))}
+    assert round(values["heartbeats_offered_per_s"]) == 333
+    assert values["commits_offered_per_s"] == 100 * 1000 / 500
+    # a light load: most of what is offered is answered even on a busy machine
+    assert values["heartbeats_answered_per_s"] > 0.5 * values["heartbeats_offered_per_s"], values
+    assert values["commits_answered_per_s"] > 0.5 * values["commits_offered_per_s"], values
+    assert values["errors"] == 0 and values["session_expiries"] == 0 and values["requests_unanswered_at_end"] == 0
+    # every member committed and each acknowledged offset reads back; every group kept its members
+    assert values["commits_checked"] == 100 and values["acknowledged_commits_lost"] == 0
+    assert values["groups_not_stable_with_original_members"] == 0
+    assert 0 < values["join_to_stable_ms_p50"] <= values["join_to_stable_ms_max"]
+    assert 0 < values["heartbeat_latency_ms_p50"] <= values["heartbeat_latency_ms_p99"] <= values["heartbeat_latency_ms_max"]
+    assert 0 < values["core_heartbeat_step_us"] < values["server_cpu_per_request_us"]
+    assert values["server_cpu_per_request_vs_core_step"] > 1
+    assert 0 < values["server_cpu_percent"] <= 100
+    assert values["rss_mb_start"] > 0 and values["rss_mb_max"] >= values["rss_mb_end"]
+    assert values["gc_longest_pause_ms"] >= 0
+    assert "rss_mb over time: 0s" in out.stdout
+    assert out.stdout.rstrip().splitlines()[-1].startswith("{")
+
+
+def test_bad_arguments_are_refused_in_one_line():
+    out = bench_load("--groups", "0", "--members", "5")
+    assert out.returncode == 2
+    assert "--groups: expected a whole number of at least 1, got '0'" in out.stderr
