@@ -39,7 +39,7 @@ from groupcoord.adapters.storage.memory import MemoryStorage
 _WAIT_S = 5.0
 
 
-class _LoopThread:
+class LoopThread:
     """An event loop running in a daemon thread; ``call``/``run`` execute on it and wait."""
 
     def __init__(self) -> None:
@@ -130,7 +130,7 @@ class _WireDriver:
 
 
 class _WireRunner(Runner):
-    def __init__(self, host: _LoopThread, observer: Callable | None = None) -> None:
+    def __init__(self, host: LoopThread, observer: Callable | None = None) -> None:
         super().__init__(observer)
         self.host = host
         self.server: GroupServer | None = None
@@ -270,7 +270,7 @@ class WireScenarioRunner:
     """Runs scenarios through the wire; reuse one for many scenarios (one loop thread)."""
 
     def __init__(self) -> None:
-        self.host = _LoopThread()
+        self.host = LoopThread()
 
     def run_scenario(self, scenario: dict, path: str = "<scenario>") -> Result:
         return run_steps(_WireRunner(self.host), scenario, path)
