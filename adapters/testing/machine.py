@@ -114,8 +114,9 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
     def start(self, data) -> None:
         self.config = data.draw(self.configs, label="config")
         drawn = data.draw(gs.group_ids(), label="group")
-        make = _system_named(self.system) if isinstance(self.system, str) else self.system
-        shared = not isinstance(self.system, str)  # a broker others may use too: a group of its own
+        system = type(self).system  # a function here is the class's, not a method
+        make = _system_named(system) if isinstance(system, str) else system
+        shared = not isinstance(system, str)  # a broker others may use too: a group of its own
         self.group_id = self.group_prefix + drawn + (f"-{uuid.uuid4().hex[:8]}" if shared else "")
         self.sut = make(self.config, self.group_id, dict(self.topics))
         self.consumers = [Consumer(data.draw(gs.members(self.config, self.topics, static=self.static_members,
