@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from hypothesis import HealthCheck, Phase, Verbosity, seed as use_seed, settings, strategies as st
-from hypothesis.errors import FlakyFailure
-from hypothesis.stateful import get_state_machine_test
+from hypothesis.errors import Flaky
+from hypothesis.stateful import get_state_machine_test, invariant
 
 from groupcoord.adapters.conformance.scenarios import hexed
 from groupcoord.core.config import CoordinatorConfig
@@ -31,6 +31,7 @@ def probe(bootstrap: str, config: CoordinatorConfig, topics: dict[str, int], *, 
     """Run ``examples`` examples of ``machine`` (a subclass adds or leaves out rules) against
     the broker; the number run, or ProbeFailed."""
     ran = [0]
+    seen: list = []  # failures as they happened (a replay that differs loses hypothesis's own)
 
     class Probe(machine):  # type: ignore[valid-type,misc]
         def system(config, group_id, topics):  # noqa: N805 - the class's function, not a method
@@ -41,6 +42,14 @@ def probe(bootstrap: str, config: CoordinatorConfig, topics: dict[str, int], *, 
         def teardown(self) -> None:
             ran[0] += 1
             super().teardown()
+
+        @invariant()
+        def answers_are_allowed(self) -> None:
+            try:
+                super().answers_are_allowed()
+            except (Divergence, Inconclusive) as e:
+                seen.append(e)
+                raise
 
     Probe.topics = dict(topics)
     test = get_state_machine_test(Probe, settings=settings(
@@ -53,16 +62,17 @@ def probe(bootstrap: str, config: CoordinatorConfig, topics: dict[str, int], *, 
         raise ProbeFailed(_report(d.sent, d.verdict, str(d), "DIVERGES"), _scenario(d, bootstrap, seed), 1) from None
     except Inconclusive as i:
         raise ProbeFailed(_report(i.sent, i.verdict, str(i), "UNDECIDED"), None, 3) from None
-    except FlakyFailure as flaky:
-        # a broker's timing differed when hypothesis replayed the example: the divergence seen
+    except Flaky:
+        # a broker's timing differed when hypothesis replayed the example: the failure seen
         # first is still one (every answer was judged), shown unshrunk
-        found = [e for e in flaky.exceptions if isinstance(e, Divergence)]
-        if not found:
+        if not seen:
             raise
-        d = found[0]
-        note = "(seen once; it did not happen again when the same requests were replayed: timing)"
-        raise ProbeFailed(_report(d.sent, d.verdict, f"{d}\n{note}", "DIVERGES"), _scenario(d, bootstrap, seed),
-                          1) from None
+        note = "(seen once, not shrunk: it did not happen again when hypothesis replayed the requests)"
+        first = seen[0]
+        if isinstance(first, Inconclusive):
+            raise ProbeFailed(_report(first.sent, first.verdict, f"{first}\n{note}", "UNDECIDED"), None, 3) from None
+        raise ProbeFailed(_report(first.sent, first.verdict, f"{first}\n{note}", "DIVERGES"),
+                          _scenario(first, bootstrap, seed), 1) from None
     return ran[0]
 
 
