@@ -66,7 +66,8 @@ def probe(bootstrap: str, config: CoordinatorConfig, topics: dict[str, int], *, 
         # a broker's timing differed when hypothesis replayed the example: the failure seen
         # first is still one (every answer was judged), shown unshrunk
         if not seen:
-            raise
+            raise ProbeFailed(f"UNDECIDED: an example failed and hypothesis could not replay it (the broker's "
+                              f"timing differed between runs): {type(flaky).__name__}: {flaky}", None, 3) from None
         note = "(seen once, not shrunk: it did not happen again when hypothesis replayed the requests)"
         first = seen[0]
         if isinstance(first, Inconclusive):

@@ -162,6 +162,7 @@ class _WireSystem(System):
     host: str
     port: int
     answer_wait_s: float = 10.0
+    connect_timeout_s: float = 10.0  # a connection and its ApiVersions, on a loaded machine too
 
     def __init__(self) -> None:
         super().__init__()
@@ -183,7 +184,7 @@ class _WireSystem(System):
         if pool:
             return pool.pop()
         try:
-            client = await KafkaClient.connect(self.host, self.port, client_id, timeout=self.answer_wait_s,
+            client = await KafkaClient.connect(self.host, self.port, client_id, timeout=self.connect_timeout_s,
                                                local_addr=("127.0.0.1", 0) if self.host.startswith("127.") else None)
         except (OSError, asyncio.TimeoutError, KafkaError) as e:
             raise Unreachable(f"cannot connect to {self.host}:{self.port}: {e or type(e).__name__}") from None
@@ -194,7 +195,7 @@ class _WireSystem(System):
 
     def connect(self) -> None:
         """One connection now: the broker's versions known, an unreachable one said at once."""
-        client = self.loop.run(self._client("probe"), self.answer_wait_s + 5)
+        client = self.loop.run(self._client("probe"), self.connect_timeout_s + 5)
         self._idle["probe"].append(client)
 
     def send(self, api: str, version: int, body: dict, client_id: str, wait: bool = True) -> Sent:
@@ -205,7 +206,7 @@ class _WireSystem(System):
             future.add_done_callback(lambda f: self._done(sent, f))
             self._waiting[sent.index] = (sent, client, future)
             return sent, client
-        sent, client = self.loop.run(go(), self.answer_wait_s + 5)
+        sent, client = self.loop.run(go(), self.connect_timeout_s + 5)
         if wait:
             self._handled(sent, client)
         return sent
