@@ -193,11 +193,6 @@ class _WireSystem(System):
             self._versions = client.versions
         return client
 
-    def connect(self) -> None:
-        """One connection now: the broker's versions known, an unreachable one said at once."""
-        client = self.loop.run(self._client("probe"), self.connect_timeout_s + 5)
-        self._idle["probe"].append(client)
-
     def send(self, api: str, version: int, body: dict, client_id: str, wait: bool = True) -> Sent:
         async def go():
             client = await self._client(client_id)
