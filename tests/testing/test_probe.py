@@ -15,6 +15,7 @@ from server_harness import InProcessServer, Tansu, free_port, stop_process, tans
 
 from groupcoord.adapters.cli.main import main
 from groupcoord.adapters.conformance.scenarios import run_file
+from groupcoord.adapters.conformance.wire import run_files_wire
 from groupcoord.adapters.storage.memory import MemoryStorage
 from groupcoord.adapters.tla.mutants import MUTANTS, applied
 from groupcoord.adapters.wire.broker_apis import TopicCatalog
@@ -87,9 +88,11 @@ def test_a_planted_fault_is_shrunk_and_written_as_a_scenario(tmp_path, capsys):
     # the reproduction passes on the spec and fails, where the probe found it, on the mutant
     assert run_file(written[0]).passed, run_file(written[0]).reason
     assert main(["scenario", str(written[0])]) == 0
+    assert run_files_wire(written)[0].passed
     with applied(next(m for m in MUTANTS if m.name == "first-generation-zero")):
-        result = run_file(written[0])
-    assert not result.passed and "generation_id: expected 1, got 0" in result.reason, result.line()
+        results = [run_file(written[0]), *run_files_wire(written)]  # the core, and a server over the wire
+    for result in results:
+        assert not result.passed and "generation_id: expected 1, got 0" in result.reason, result.line()
 
 
 def test_tansu_diverges(tmp_path, capsys):
