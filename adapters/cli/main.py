@@ -125,6 +125,9 @@ def build_parser() -> Parser:
     from groupcoord.adapters.cli.record import add_record_command
 
     add_record_command(sub)
+    from groupcoord.adapters.cli.probe import add_probe_command
+
+    add_probe_command(sub)
     return parser
 
 
@@ -154,6 +157,10 @@ def _run(args) -> int:
         from groupcoord.adapters.cli.verify import run_verify
 
         return run_verify(args)
+    if args.command == "probe":
+        from groupcoord.adapters.cli.probe import run_probe
+
+        return run_probe(args)
     if args.command == "record":
         from groupcoord.adapters.cli.record import run_record
 

@@ -130,19 +130,27 @@ def format_summary(summary: dict, verdicts: list[Verdict]) -> str:
     for reason, n in summary["pairs_not_checked"].items():
         lines.append(f"not checked: {n} {reason}")
     for v in verdicts:
-        if v.verdict == DIVERGES:
-            lines.append(f"DIVERGES {v.group_id}: {v.detail}")
-            if v.observed is not None:
-                lines.append(f"  broker answered: {json.dumps(v.observed, sort_keys=True)}")
-            for a in v.allowed[:3]:
-                lines.append(f"  spec allows:     {a}")
-            lines.append(f"  inputs leading there (trace lines, in the order taken): {list(v.excerpt)}")
-            shown = v.steps[-12:]
-            lines.append(f"  the execution that got furthest ({len(v.steps)} inputs, the last {len(shown)}):")
-            lines.extend(f"    {s}" for s in shown)
-        elif v.verdict == INCONCLUSIVE:
-            lines.append(f"INCONCLUSIVE {v.group_id}: {v.detail}")
+        lines.extend(describe_verdict(v))
     return "\n".join(lines) + "\n"
+
+
+def describe_verdict(v: Verdict, steps_shown: int = 12) -> list[str]:
+    """A group's verdict in words: nothing when it conforms; else why, and for a divergence
+    the broker's answer, what the spec allows there and the execution that got furthest."""
+    if v.verdict == INCONCLUSIVE:
+        return [f"INCONCLUSIVE {v.group_id}: {v.detail}"]
+    if v.verdict != DIVERGES:
+        return []
+    lines = [f"DIVERGES {v.group_id}: {v.detail}"]
+    if v.observed is not None:
+        lines.append(f"  broker answered: {json.dumps(v.observed, sort_keys=True)}")
+    for a in v.allowed[:3]:
+        lines.append(f"  spec allows:     {a}")
+    lines.append(f"  inputs leading there (trace lines, in the order taken): {list(v.excerpt)}")
+    shown = v.steps[-steps_shown:]
+    lines.append(f"  the execution that got furthest ({len(v.steps)} inputs, the last {len(shown)}):")
+    lines.extend(f"    {s}" for s in shown)
+    return lines
 
 
 def run_logs(paths: list[str], report: str | None = None) -> tuple[int, str]:

@@ -98,6 +98,12 @@ ROWS = [
     (["bench", "fixture", "--starts", "0"], "argument --starts: expected a whole number of at least 1, got '0'"),
     (["bench", "fixture", "--cold", "x"], "argument --cold: expected a whole number of at least 1, got 'x'"),
     # --- record: the addresses, the output directory, then the upstream and the listener (nothing written)
+    (["probe"], "the following arguments are required: --bootstrap"),
+    (["probe", "--bootstrap", "nohost"], "argument --bootstrap: expected HOST:PORT"),
+    (["probe", "--bootstrap", "127.0.0.1:9092", "--examples", "0"],
+     "argument --examples: expected a whole number of at least 1, got '0'"),
+    (["probe", "--bootstrap", "127.0.0.1:9092", "--group.min.session.timeout.ms", "-1"],
+     "group.min.session.timeout.ms must be at least 0, got -1"),
     (["record"], "the following arguments are required: --out"),
     (["record", "--out", "o"], "one of the arguments --upstream --pcap is required"),
     (["record", "--pcap", "{inputs}/missing.pcap", "--out", "o"], "{inputs}/missing.pcap: No such file or directory"),

@@ -62,6 +62,7 @@ from groupcoord.core.errors import Error
 from groupcoord.core.model import Group, Member, Parked
 from groupcoord.core.states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 from groupcoord.adapters.protocol.translate import request_event
+from groupcoord.testing import strategies as gs
 from oracle import KafkaOracle
 from paths import SUITE
 from scenario_hooks import observe_scenario_drivers
@@ -82,23 +83,10 @@ TIME_STEPS = st.one_of(
     st.sampled_from((0, 1, 100, 499, 500, 1000, 2999, 3000, 3001, 5000, 10000, 30000, 60000,
                      300000, 600001, 1_800_001, 10**9)),
     st.integers(0, 20_000))
-# Raw storage errors, covering every row of Kafka's translation table (§3.0) and a pass-through.
-STORAGE_ERRORS = st.sampled_from((
-    Error.NOT_LEADER_OR_FOLLOWER, Error.UNKNOWN_TOPIC_OR_PARTITION, Error.NOT_ENOUGH_REPLICAS,
-    Error.REQUEST_TIMED_OUT, Error.KAFKA_STORAGE_ERROR, Error.MESSAGE_TOO_LARGE,
-    Error.RECORD_LIST_TOO_LARGE, Error.INVALID_FETCH_SIZE, Error.NETWORK_EXCEPTION,
-    Error.NOT_ENOUGH_REPLICAS_AFTER_APPEND))
-CONFIGS = st.builds(
-    CoordinatorConfig,
-    offsets_topic_num_partitions=st.sampled_from((1, 2)),
-    group_initial_rebalance_delay_ms=st.sampled_from((3000, 0, 50)),
-    group_max_size=st.sampled_from((2_147_483_647, 2_147_483_647, 2, 3)),
-    group_min_session_timeout_ms=st.sampled_from((1000, 6000)),
-    group_max_session_timeout_ms=st.sampled_from((600_000, 1_800_000)),
-    offsets_retention_minutes=st.sampled_from((10080, 1)),
-    offsets_retention_check_interval_ms=st.sampled_from((600_000, 60_000)),
-    offset_metadata_max_bytes=st.sampled_from((4096, 4)),
-)
+# Raw storage errors (every row of Kafka's translation table, §3.0) and the coordinator settings
+# with their edges: groupcoord.testing's strategies.
+STORAGE_ERRORS = gs.storage_errors()
+CONFIGS = gs.coordinator_configs(fast=False)
 
 
 # Building a strategy costs more than drawing from it: the rules draw through these caches.
