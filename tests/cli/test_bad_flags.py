@@ -141,6 +141,8 @@ ROWS = [
     (["verify"], "give a recording (DIR) or --kafka-log FILE..."),
     (["verify", "--kafka-log", "{inputs}/missing.log"], "{inputs}/missing.log: No such file or directory"),
     (["bench", "verify", "--groups", "0"], "argument --groups: expected a whole number of at least 1"),
+    (["bench", "load", "--groups", "0", "--members", "1"], "argument --groups: expected a whole number of at least 1, got '0'"),
+    (["bench", "load", "--groups", "1", "--members", "1", "--duration", "0"], "argument --duration: expected seconds, at least 1, got '0'"),
     (["verify", "{inputs}/missing"], "{inputs}/missing: no such file or directory"),
     (["verify", "{inputs}/trace", "--engine", "flink"], "argument --engine: invalid choice: 'flink'"),
     (["verify", "{inputs}/trace", "--budget", "0"], "argument --budget: expected a whole number of at least 1"),
