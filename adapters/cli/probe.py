@@ -13,7 +13,8 @@ from pathlib import Path
 
 from groupcoord.adapters.cli import parsing
 from groupcoord.adapters.cli.parsing import fail
-from groupcoord.core.config import KAFKA_NAMES, ConfigError, CoordinatorConfig
+from groupcoord.adapters.cli.verify import config_from_args
+from groupcoord.core.config import KAFKA_NAMES, ConfigError
 
 DEFAULT_TOPIC = "groupcoord-probe"
 DEFAULT_PARTITIONS = 3  # a topic probe creates (CreateTopics) when the broker lacks it
@@ -51,17 +52,9 @@ def add_probe_command(sub) -> None:
 
 
 def run_probe(args) -> int:
-    from groupcoord.adapters.cli.serve import read_properties
-
     prog = args.prog
     try:
-        settings = dict(read_properties(args.config)) if args.config else {}
-        settings = {k: v for k, v in settings.items() if k in KAFKA_NAMES}
-        for name in KAFKA_NAMES:
-            value = getattr(args, "kafka:" + name)
-            if value is not None:
-                settings[name] = value
-        config = CoordinatorConfig.from_kafka(settings)
+        config = config_from_args(args)
     except (ConfigError, OSError, ValueError) as e:
         return fail(prog, str(e))
     from groupcoord.testing.probe import ProbeFailed, probe

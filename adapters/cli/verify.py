@@ -39,7 +39,6 @@ def add_verify_command(sub) -> None:
 def run_verify(args) -> int:
     from pathlib import Path
 
-    from groupcoord.adapters.cli.serve import read_properties
     from groupcoord.adapters.verify import run
     from groupcoord.adapters.verify.observed import TraceError
     from groupcoord.adapters.verify.search import Settings
@@ -59,13 +58,7 @@ def run_verify(args) -> int:
     if not Path(args.trace).exists():
         return fail(prog, f"{args.trace}: no such file or directory")
     try:
-        settings = dict(read_properties(args.config)) if args.config else {}
-        settings = {k: v for k, v in settings.items() if k in KAFKA_NAMES}
-        for name in KAFKA_NAMES:
-            value = getattr(args, "kafka:" + name)
-            if value is not None:
-                settings[name] = value
-        config = CoordinatorConfig.from_kafka(settings)
+        config = config_from_args(args)
     except ConfigError as e:
         return fail(prog, str(e))
     search = Settings(config=config, timer_tolerance_ms=args.timer_tolerance_ms, budget=args.budget)
@@ -77,3 +70,17 @@ def run_verify(args) -> int:
         return fail(prog, f"{e.filename or args.out}: {e.strerror or e}")
     print(text, end="")
     return code
+
+
+def config_from_args(args) -> CoordinatorConfig:
+    """The coordinator's settings judged by: ``--config FILE``'s Kafka settings, then each
+    ``--<kafka.setting> V`` flag over them (verify and probe)."""
+    from groupcoord.adapters.cli.serve import read_properties
+
+    settings = dict(read_properties(args.config)) if args.config else {}
+    settings = {k: v for k, v in settings.items() if k in KAFKA_NAMES}
+    for name in KAFKA_NAMES:
+        value = getattr(args, "kafka:" + name)
+        if value is not None:
+            settings[name] = value
+    return CoordinatorConfig.from_kafka(settings)
