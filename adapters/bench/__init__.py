@@ -2,5 +2,5 @@
 loopback (``server``), storage (``storage``) and the recording proxy's cost (``proxy``).
 
 May import: ``sim``, ``wire``, ``observe`` and everything below them; not ``conformance`` (a
-sibling).
+sibling). Their closing JSON lines: ``rows``.
 """

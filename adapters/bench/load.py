@@ -44,6 +44,7 @@ from typing import Any, Callable
 from groupcoord.adapters.bench.server import TOPIC_PARTITIONS, wait_port, form_group, stop_process
 from groupcoord.adapters.client.kafka_client import KafkaClient, error_name
 from groupcoord.adapters.protocol import codec as kc
+from groupcoord.adapters.bench.rows import print_json_rows
 
 HEARTBEAT_VERSION = 3  # non-flexible: the error code sits at a fixed place in the answer
 COMMIT_VERSION = 7
@@ -512,7 +513,6 @@ def _report(args: argparse.Namespace, run: dict, stats: list[dict], steps: list[
                                            for s in in_window[::step]))
     for (api, code), count in sorted(tally.errors.items()):
         print(f"error: {api} {error_name(code)} x{count}")
-    for name, value, unit in rows:
-        print(json.dumps({"name": name, "value": round(value, 4), "unit": unit}))
+    print_json_rows(rows, 4)
     failed = run["checks"]["groups_not_stable_with_original_members"] or run["checks"]["acknowledged_commits_lost"]
     return 1 if failed else 0

@@ -16,7 +16,6 @@ NONE and recorded by the proxy. Results: a table, then one JSON object per line
 from __future__ import annotations
 
 import asyncio
-import json
 import shutil
 import struct
 import sys
@@ -26,6 +25,7 @@ import time
 from groupcoord.adapters.bench.server import HEARTBEAT_VERSION, Target, form_group, free_port, start_groupcoord
 from groupcoord.adapters.client.kafka_client import KafkaClient
 from groupcoord.adapters.protocol import codec
+from groupcoord.adapters.bench.rows import print_json_rows
 
 CONNECTIONS = 4
 BLOCKS = 4  # latency blocks per way, interleaved
@@ -117,8 +117,7 @@ def run_proxy_bench(count: int = 20_000) -> int:
         print(f"{name:<{width}}  {value:>12,.2f} {unit}")
     if errors:
         print(f"heartbeats answered with an error: {errors}", file=sys.stderr)
-    for name, value, unit in rows:
-        print(json.dumps({"name": name, "value": round(value, 2), "unit": unit}))
+    print_json_rows(rows, 2)
     return 0
 
 

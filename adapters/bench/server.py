@@ -18,7 +18,6 @@ one JSON object per line (``{"name", "value", "unit"}``), the ratios last.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 import struct
@@ -30,6 +29,7 @@ from pathlib import Path
 from groupcoord.core.consumer_protocol import encode_assignment, encode_subscription
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.client.kafka_client import KafkaClient
+from groupcoord.adapters.bench.rows import print_json_rows
 
 SESSION_MS = 6000  # Kafka's default group.min.session.timeout.ms; Tansu holds a join for half of it
 TOPIC_PARTITIONS = 100
@@ -269,8 +269,7 @@ def run_server_bench(quick: bool = False) -> int:
     errs = {k: v for name in results for k, v in results[name].items() if k.startswith("heartbeat_errors") and v}
     if errs:
         print(f"heartbeats answered with an error: {errs}", file=sys.stderr)
-    for name, value, unit in rows + list(headline) + ratios:
-        print(json.dumps({"name": name, "value": round(value, 2), "unit": unit}))
+    print_json_rows(rows + list(headline) + ratios, 2)
     return 0
 
 

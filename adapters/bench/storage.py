@@ -19,7 +19,6 @@ O = 1 000 000; ``--quick``: 1 000 and 100 000. Results: a table, then one JSON o
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 import socket
@@ -38,6 +37,7 @@ from groupcoord.core.events import LoadPartition
 
 from groupcoord.adapters.client.kafka_client import KafkaClient
 from groupcoord.adapters.bench.server import free_port, stop_process, tansu_binary
+from groupcoord.adapters.bench.rows import print_json_rows
 
 PARTITIONS = 50
 TOPIC_PARTITIONS = 100
@@ -290,8 +290,7 @@ def run_storage_bench(quick: bool = False) -> int:
     print(f"store: {groups:,} groups (one member each), {offsets:,} offsets, {PARTITIONS} partitions")
     for name, value, unit in rows:
         print(f"{name:<{width}}  {value:>14,.2f} {unit}")
-    for name, value, unit in rows:
-        print(json.dumps({"name": name, "value": round(value, 3), "unit": unit}))
+    print_json_rows(rows, 3)
     return 0
 
 

@@ -22,6 +22,8 @@ import subprocess
 import sys
 import time
 
+from groupcoord.adapters.bench.rows import print_json_rows
+
 _COLD = r"""
 import json, socket, time
 import pytest  # a pytest run has it already
@@ -79,6 +81,5 @@ def run_fixture_bench(starts: int = 200, cold: int = 5) -> int:
     print(f"groupcoord_server start-up: {starts} starts in this process, {cold} fresh processes")
     for name, value, unit in rows:
         print(f"  {name:<36} {value:>10.3f} {unit}")
-    for name, value, unit in rows:
-        print(json.dumps({"name": name, "value": round(value, 3), "unit": unit}))
+    print_json_rows(rows, 3)
     return 0
