@@ -62,7 +62,7 @@ def probe(bootstrap: str, config: CoordinatorConfig, topics: dict[str, int], *, 
         raise ProbeFailed(_report(d.sent, d.verdict, str(d), "DIVERGES"), _scenario(d, bootstrap, seed), 1) from None
     except Inconclusive as i:
         raise ProbeFailed(_report(i.sent, i.verdict, str(i), "UNDECIDED"), None, 3) from None
-    except Flaky:
+    except Flaky as flaky:
         # a broker's timing differed when hypothesis replayed the example: the failure seen
         # first is still one (every answer was judged), shown unshrunk
         if not seen:

@@ -73,16 +73,22 @@ def scenario(sent: Iterable[Sent], group_id: str, config: CoordinatorConfig, top
             steps.append(expect)
             runner.step(expect)
 
+    def owed(until_us: int | None) -> bool:
+        """Whether the broker answered, by ``until_us``, a request the spec has not answered yet
+        (then time is advanced even by 0 ms: timers due at this millisecond fire first)."""
+        return any(p.send_us is not None and (until_us is None or p.send_us <= until_us)
+                   and f"r{p.index}" in runner.sent and f"r{p.index}" not in answered for p in pairs)
+
     for s in pairs:
         at_ms = s.recv_us // 1000
-        if at_ms > last_ms:
+        if at_ms > last_ms or owed(s.recv_us):
             run({"advance_ms": at_ms - last_ms})
             last_ms = at_ms
         run({"send": s.api, "as": f"r{s.index}", "version": s.version, "client_id": s.client_id,
              "request": _request(s, names)})
     ends = [s.send_us // 1000 for s in pairs if s.send_us is not None]
-    if ends and max(ends) > last_ms:
-        run({"advance_ms": max(ends) - last_ms})
+    if ends and (max(ends) > last_ms or owed(None)):
+        run({"advance_ms": max(max(ends) - last_ms, 0)})
     return {"name": name, "source": source, "config": settings, "topics": dict(topics), "steps": steps}
 
 
