@@ -403,9 +403,11 @@ async def _drive(args: argparse.Namespace, server: ServerProcess, port: int) -> 
     if waves > 1 and args.members > limit:
         raise SystemExit(f"bench load: {args.members} members in one group need {args.members} connections; "
                          f"the file limit allows {limit}")
+    groups = [f"load-{g}" for g in range(args.groups)]
+    floor = await _floor_window(args, server, math.ceil(args.groups / waves) * args.members, groups) \
+        if args.floor_duration > 0 else None
     conns = await _open_connections(port, math.ceil(args.groups / waves) * args.members)
     tally = Tally()
-    groups = [f"load-{g}" for g in range(args.groups)]
     formed_at = time.monotonic()
     schedule = Schedule(args.heartbeat_interval_ms, args.commit_interval_ms)
     schedule.run()
@@ -431,7 +433,51 @@ async def _drive(args: argparse.Namespace, server: ServerProcess, port: int) -> 
         conn.transport.close()
     return {"tally": tally, "window_s": window_s, "before": before, "after": after, "form_s": form_s,
             "join_ms": sorted(join_ms), "checks": checks, "unanswered": unanswered, "waves": waves,
-            "connections": len(conns)}
+            "connections": len(conns), "floor": floor}
+
+
+async def _floor_window(args: argparse.Namespace, server: "ServerProcess", connections: int,
+                        groups: list[str]) -> dict[str, float]:
+    """Before any group forms: the same number of members heartbeating at the same rate over as
+    many connections, answered by the server process's floor listener (``load_server.
+    FloorConnection``): the server's CPU per answer there is the least this loop pays."""
+    port = server.wait_for("floor_port", 10)["floor_port"]
+    conns = await _open_connections(port, connections)
+    tally = Tally()
+    schedule = Schedule(args.heartbeat_interval_ms, None)
+    waves = max(1, len(groups) * args.members // connections)
+    members = []
+    for g, group in enumerate(groups):
+        for m in range(args.members):
+            # a member id as long as the server's (client id, a dash, a UUID)
+            member = Member(conns[((g // waves) * args.members + m) % connections], group,
+                            f"bench-load-{uuid_like(g, m)}", 1, m, tally)
+            members.append(member)
+            schedule.add(member)
+    schedule.run()
+    before = server.mark()
+    tally.recording = True
+    started = time.monotonic()
+    await asyncio.sleep(args.floor_duration)
+    schedule.stop()
+    tally.recording = False
+    window_s = time.monotonic() - started
+    after = server.mark()
+    for member in members:
+        member.stopping = True
+    deadline = time.monotonic() + 30
+    while any(member.busy for member in members) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    for conn in conns:
+        conn.transport.close()
+    requests = after["floor_requests"] - before["floor_requests"]
+    cpu_s = after["cpu_s"] - before["cpu_s"]
+    return {"cpu_per_request_us": cpu_s / requests * 1e6 if requests else float("nan"),
+            "answered_per_s": tally.heartbeats / window_s, "cpu_percent": cpu_s / window_s * 100}
+
+
+def uuid_like(g: int, m: int) -> str:
+    return f"{g:08x}-{m:04x}-0000-0000-000000000000"
 
 
 def run_load_bench(args: argparse.Namespace) -> int:
@@ -493,6 +539,13 @@ def _report(args: argparse.Namespace, run: dict, stats: list[dict], steps: list[
              ("gc_longest_pause_cpu_ms", after["gc_longest_cpu_since_mark_ms"], "ms"),
              ("gc_longest_pause_ms_with_forming", final["gc_longest_ms"], "ms"),
              ("gc_full_collections", final["gc_full"], "collections")]
+    floor = run["floor"]
+    if floor is not None:
+        rows += [("floor_heartbeats_answered_per_s", floor["answered_per_s"], "1/s"),
+                 ("floor_cpu_percent", floor["cpu_percent"], "%"),
+                 ("floor_cpu_per_request_us", floor["cpu_per_request_us"], "us"),
+                 ("floor_vs_core_step", floor["cpu_per_request_us"] / core_step_us, "x"),
+                 ("server_cpu_per_request_vs_floor", per_request_us / floor["cpu_per_request_us"], "x")]
     in_window = [s for s in stats if before["t_s"] <= s["t_s"] <= after["t_s"]] or [before, after]
     rss = [s["rss_mb"] for s in in_window]
     rows += [("rss_mb_start", rss[0], "MB"), ("rss_mb_end", rss[-1], "MB"), ("rss_mb_max", max(rss), "MB"),

@@ -8,6 +8,12 @@ once listening, then every ``--report-ms`` the process's CPU seconds (every thre
 SQLite writer too), RSS, requests read, timers fired as session expiries and the longest
 garbage-collection pause so far, one more on each SIGUSR1 (``"mark": n``), and a last line
 once stopped (SIGTERM).
+
+Beside the group server it listens on a second port with ``FloorConnection``: the least an
+asyncio server can do for a heartbeat (take the frame, write a fixed answer with its
+correlation id), in the same process, on the same CPU and event loop. The driver's floor
+window against it measures what any Python server on this loop pays per request before it
+does anything; ``floor_requests`` counts its answers.
 """
 
 from __future__ import annotations
@@ -66,6 +72,34 @@ class _ExpiryCount:
         return due
 
 
+class FloorConnection(asyncio.Protocol):
+    """Answers every whole frame as a Heartbeat v0-v3 with no error: size, correlation id,
+    throttle time, error code. No parsing beyond the frame's length and correlation id."""
+
+    answered = 0
+    _ANSWER_TAIL = bytes(6)  # throttle_time_ms 0, error_code 0
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.buf = bytearray()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        at, end, out = 0, len(buf), []
+        while end - at >= 4:
+            size = int.from_bytes(buf[at:at + 4], "big")
+            if end - at - 4 < size:
+                break
+            correlation = buf[at + 8:at + 12]  # after api key and version
+            out.append(b"\x00\x00\x00\x0a" + correlation + self._ANSWER_TAIL)
+            at += 4 + size
+        if at:
+            del buf[:at]
+            FloorConnection.answered += len(out)
+            self.transport.write(b"".join(out))
+
+
 def _emit(line: dict) -> None:
     sys.stdout.write(json.dumps(line) + "\n")
     sys.stdout.flush()
@@ -83,6 +117,7 @@ async def serve(args: argparse.Namespace) -> None:
                          options=ServerOptions(host="127.0.0.1", port=0), storage=storage,
                          log=Log(sys.stderr, level="warning"))  # as `serve --log-level warning`
     await server.start()
+    floor = await asyncio.get_running_loop().create_server(FloorConnection, "127.0.0.1", 0)
     if args.collector == "settled":
         settle_collector()
     pauses = GcPauses()
@@ -113,13 +148,14 @@ async def serve(args: argparse.Namespace) -> None:
         cpu_s, system_s = _cpu_s()
         return {"t_s": round(time.monotonic() - started, 3), "cpu_s": round(cpu_s, 4), "system_s": round(system_s, 4),
                 "rss_mb": round(rss_mb(), 1), "requests": server.listener.stats["requests"],
+                "floor_requests": FloorConnection.answered,
                 "connections": len(server.listener.connections), "expiries": expiries.count,
                 "gc_longest_ms": round(pauses.longest_ms, 2),
                 "gc_longest_since_mark_ms": round(pauses.longest_since_mark_ms, 2),
                 "gc_longest_cpu_since_mark_ms": round(pauses.longest_cpu_since_mark_ms, 2), "gc_full": pauses.full_collections,
                 "gc_collections": pauses.collections, "final": final}
 
-    _emit({"port": server.port, "loop": type(loop).__module__})
+    _emit({"port": server.port, "floor_port": floor.sockets[0].getsockname()[1], "loop": type(loop).__module__})
     while not stop.is_set():
         try:
             await asyncio.wait_for(stop.wait(), args.report_ms / 1000)
@@ -128,6 +164,7 @@ async def serve(args: argparse.Namespace) -> None:
         _emit(report())
     last = report(final=True)
     pauses.stop()
+    floor.close()
     await server.shutdown("bench finished")
     _emit(last)
 

@@ -108,6 +108,9 @@ def build_parser() -> Parser:
                    help="the server's storage (sqlite: in a temporary directory, removed afterwards)")
     q.add_argument("--duration", type=parsing.number(float, 1, "seconds, at least 1"), default=60.0, metavar="S",
                    help="seconds of load once every group is Stable (default 60)")
+    q.add_argument("--floor-duration", type=parsing.number(float, 0, "seconds, at least 0"), default=20.0,
+                   metavar="S", help="seconds of the floor window before the groups form: the same heartbeats "
+                                     "answered by a bare asyncio listener in the server process (default 20; 0: none)")
     q.add_argument("--event-loop", choices=["asyncio", "uvloop"], default="asyncio",
                    help="the server's event loop (uvloop must be installed)")
     q.add_argument("--collector", choices=["settled", "default"], default="settled",

@@ -16,7 +16,7 @@ def bench_load(*args: str) -> subprocess.CompletedProcess:
 
 def test_a_small_load_with_commits_on_sqlite_is_answered_and_checked():
     out = bench_load("--groups", "20", "--members", "5", "--duration", "3", "--heartbeat-interval-ms", "300",
-                     "--commit-interval-ms", "500", "--storage", "sqlite")
+                     "--commit-interval-ms", "500", "--storage", "sqlite", "--floor-duration", "2")
     assert out.returncode == 0, out.stdout + out.stderr
     values = {l["name"]: l["value"] for l in map(json.loads, (l for l in out.stdout.splitlines() if l.startswith("{")))}
     assert round(values["heartbeats_offered_per_s"]) == 333
@@ -33,6 +33,11 @@ def test_a_small_load_with_commits_on_sqlite_is_answered_and_checked():
     assert 0 < values["core_heartbeat_step_us"] < values["server_cpu_per_request_us"]
     assert values["server_cpu_per_request_vs_core_step"] > 1
     assert 0 < values["server_cpu_percent"] <= 100
+    # the floor window: the same heartbeats answered by the bare listener, which does less than
+    # the server (no decode, no core, no commits), so its CPU per answer is lower
+    assert values["floor_heartbeats_answered_per_s"] > 0.5 * values["heartbeats_offered_per_s"], values
+    assert 0 < values["floor_cpu_per_request_us"] < values["server_cpu_per_request_us"]
+    assert values["server_cpu_per_request_vs_floor"] > 1
     assert values["rss_mb_start"] > 0 and values["rss_mb_max"] >= values["rss_mb_end"]
     assert values["gc_longest_pause_ms"] >= 0
     assert "rss_mb over time: 0s" in out.stdout
@@ -43,3 +48,5 @@ def test_bad_arguments_are_refused_in_one_line():
     out = bench_load("--groups", "0", "--members", "5")
     assert out.returncode == 2
     assert "--groups: expected a whole number of at least 1, got '0'" in out.stderr
+    out = bench_load("--groups", "1", "--members", "1", "--floor-duration", "-1")
+    assert out.returncode == 2 and "--floor-duration: expected seconds, at least 0, got '-1'" in out.stderr, out.stderr
