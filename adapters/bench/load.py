@@ -539,6 +539,11 @@ def _report(args: argparse.Namespace, run: dict, stats: list[dict], steps: list[
              ("gc_longest_pause_cpu_ms", after["gc_longest_cpu_since_mark_ms"], "ms"),
              ("gc_longest_pause_ms_with_forming", final["gc_longest_ms"], "ms"),
              ("gc_full_collections", final["gc_full"], "collections")]
+    transactions = after.get("transactions", 0) - before.get("transactions", 0)
+    if transactions:
+        rows += [("storage_transactions_per_s", transactions / window_s, "1/s"),
+                 ("storage_records_per_transaction",
+                  (after["records_written"] - before["records_written"]) / transactions, "records")]
     floor = run["floor"]
     if floor is not None:
         rows += [("floor_heartbeats_answered_per_s", floor["answered_per_s"], "1/s"),

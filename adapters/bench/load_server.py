@@ -149,6 +149,7 @@ async def serve(args: argparse.Namespace) -> None:
         return {"t_s": round(time.monotonic() - started, 3), "cpu_s": round(cpu_s, 4), "system_s": round(system_s, 4),
                 "rss_mb": round(rss_mb(), 1), "requests": server.listener.stats["requests"],
                 "floor_requests": FloorConnection.answered,
+                "transactions": getattr(storage, "transactions", 0), "records_written": getattr(storage, "records_written", 0),
                 "connections": len(server.listener.connections), "expiries": expiries.count,
                 "gc_longest_ms": round(pauses.longest_ms, 2),
                 "gc_longest_since_mark_ms": round(pauses.longest_since_mark_ms, 2),

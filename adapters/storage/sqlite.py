@@ -89,6 +89,7 @@ class SqliteStorage:
         self._outcomes_lock = threading.Lock()
         self._last_error: str | None = None
         self._closed = False
+        self.transactions = self.records_written = 0  # committed by the writer (for benchmarks)
         self._thread = threading.Thread(target=self._writer, name="sqlite-writer", daemon=True)
         self._thread.start()
 
@@ -238,6 +239,8 @@ class SqliteStorage:
             if upserts:
                 db.executemany(_UPSERT, upserts)
             db.execute("COMMIT")
+            self.records_written += seq - self._seq
+            self.transactions += 1
             self._seq = seq
             return None
         except sqlite3.Error as e:

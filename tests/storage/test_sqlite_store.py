@@ -64,3 +64,32 @@ def test_a_newer_store_is_refused(tmp_path):
     db.close()
     with pytest.raises(StorageOpenError, match="schema version 3, this groupcoord reads 2"):
         SqliteStorage(tmp_path)
+
+
+def test_a_large_batch_with_repeated_keys_and_tombstones_keeps_the_last_write_of_each_key(tmp_path):
+    # 523 records in one batch cross every statement size (200, 40, 8, 1 rows); a key written
+    # twice in one statement, or deleted between two writes, ends as its last write says.
+    from groupcoord.core.commands import OffsetTombstone
+
+    batch, model = [], {}
+    for n in range(523):
+        partition = n % 37
+        if n % 50 == 49:
+            batch.append(OffsetTombstone("g", "t", partition))
+            model.pop(partition, None)
+        else:
+            batch.append(OffsetCommitRecord("g", "t", partition, n, -1, "", 1000))
+            model[partition] = n
+
+    async def write_and_read():
+        s = SqliteStorage(tmp_path)
+        await s.append(2, tuple(batch))
+        await s.close()
+        s = SqliteStorage(tmp_path)
+        try:
+            return s.records(2)
+        finally:
+            await s.close()
+
+    records = asyncio.run(write_and_read())
+    assert {r.partition: r.offset for r in records} == model and len(records) == len(model)
