@@ -78,7 +78,14 @@ class Coordinator(Writes, Offsets, Loading):
         self._offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
         self._committed: dict[str, dict[tuple[str, int], list]] = {}
         self._writes: dict[int, PendingWrite] = {}
-        self._deferred: list[tuple[int, int, Respond]] = []
+        # the ids of _writes by partition, lowest first (derived: a slow store keeps thousands in
+        # flight, and each completion asks for its partition's lowest)
+        self._writes_on: dict[int, dict[int, None]] = {}
+        # responses held behind writes, by partition: (the highest write id they wait for, Respond)
+        self._deferred: dict[int, list[tuple[int, Respond]]] = {}
+        # partitions whose held responses do not wait for ever higher ids (a write completed
+        # before an earlier one): released by a whole scan, not from the front (derived)
+        self._deferred_unordered: set[int] = set()
         self._next_write_id = 1
         self._pending_deletes: dict[Any, tuple[set[int], dict[str, Error]]] = {}
         self._op: dict[int, tuple[list, list]] = {}
@@ -129,7 +136,8 @@ class Coordinator(Writes, Offsets, Loading):
             partitions=dict(self._partitions), groups=dict(self._groups),
             offsets={g: dict(o) for g, o in self._offsets.items()}, writes=dict(self._writes),
             committed_offsets={g: {k: tuple(v) for k, v in o.items()} for g, o in self._committed.items()},
-            deferred=tuple(self._deferred), next_write_id=self._next_write_id,
+            deferred=tuple((p, w, r) for p, held in self._deferred.items() for w, r in held),
+            next_write_id=self._next_write_id,
             pending_deletes={k: (frozenset(w), dict(r)) for k, (w, r) in self._pending_deletes.items()})
 
     @classmethod
@@ -140,7 +148,10 @@ class Coordinator(Writes, Offsets, Loading):
         c._offsets = {g: dict(o) for g, o in state.offsets.items()}
         c._committed = {g: {k: list(v) for k, v in o.items()} for g, o in state.committed_offsets.items()}
         c._writes = dict(state.writes)
-        c._deferred = list(state.deferred)
+        for write_id in sorted(state.writes):
+            c._writes_on.setdefault(state.writes[write_id].partition, {})[write_id] = None
+        for partition, wait_for, respond in state.deferred:
+            c._hold(partition, wait_for, respond)
         c._next_write_id = state.next_write_id
         c._pending_deletes = {k: (set(w), dict(r)) for k, (w, r) in state.pending_deletes.items()}
         return c
@@ -153,11 +164,17 @@ class Coordinator(Writes, Offsets, Loading):
     def _result(self, partition: int, request_id, response) -> None:
         """An operation's own result: held behind writes still in flight on its partition
         (Kafka answers a write operation without records only once earlier writes commit)."""
-        pending = [w for w in self._writes.values() if w.partition == partition] if self._writes else ()
+        pending = self._writes_on.get(partition)
         if pending:
-            self._deferred.append((partition, max(w.write_id for w in pending), Respond(request_id, response)))
+            self._hold(partition, next(reversed(pending)), Respond(request_id, response))
         else:
             self._out.append(Respond(request_id, response))
+
+    def _hold(self, partition: int, wait_for: int, respond: Respond) -> None:
+        held = self._deferred.setdefault(partition, [])
+        if held and wait_for < held[-1][0]:
+            self._deferred_unordered.add(partition)
+        held.append((wait_for, respond))
 
     def _arm(self, key: tuple, delay_ms: int, payload=None) -> None:
         self._out.append(SetTimer(key, self._now + delay_ms, payload))

@@ -73,17 +73,12 @@ class Loading:
         partition = event.partition
         if partition not in self._partitions:
             return
-        for write in [w for w in self._writes.values() if w.partition == partition]:
-            del self._writes[write.write_id]
+        for write in [self._writes[i] for i in self._writes_on.get(partition, ())]:
+            self._take_write(write.write_id)
             self._finish_write(write, Error.NOT_COORDINATOR)
-        keep = []
-        for entry in self._deferred:
-            if entry[0] == partition:
-                request_id = entry[2].request_id
-                self._respond(request_id, _unload_error(entry[2].response))
-            else:
-                keep.append(entry)
-        self._deferred = keep
+        self._deferred_unordered.discard(partition)
+        for _wait_for, respond in self._deferred.pop(partition, ()):
+            self._respond(respond.request_id, _unload_error(respond.response))
         for gid, group in list(self._groups.items()):
             if group.partition == partition:
                 self._step(gid, Unload())  # Kafka's onUnloaded: parked requests answered, the group Dead

@@ -64,16 +64,27 @@ class Writes:
             self._next_write_id += 1
             write_ids.append(write_id)
             self._writes[write_id] = PendingWrite(write_id, part, tuple(callbacks), request, response)
+            self._writes_on.setdefault(part, {})[write_id] = None
             self._out.append(Write(write_id, part, tuple(records)))
         return write_ids
 
     def _on_write_done(self, event) -> None:
-        write = self._writes.pop(event.write_id, None)
+        write = self._take_write(event.write_id)
         if write is None:
             return
         error = event.error if isinstance(event, ev.WriteFailed) else None
         self._finish_write(write, None if error in (None, Error.NONE) else Error.parse(error))
         self._release_deferred(write.partition)
+
+    def _take_write(self, write_id: int) -> PendingWrite | None:
+        """The write with this id, no longer in flight."""
+        write = self._writes.pop(write_id, None)
+        if write is not None:
+            in_flight = self._writes_on[write.partition]
+            del in_flight[write_id]
+            if not in_flight:
+                del self._writes_on[write.partition]
+        return write
 
     def _finish_write(self, write: PendingWrite, error: Error | None) -> None:
         self._op = {}
@@ -95,17 +106,29 @@ class Writes:
                               error_response(write.request, translate_operation_error(error)))
 
     def _release_deferred(self, partition: int) -> None:
-        if not self._deferred:
+        """The partition's held responses whose writes have all completed, in the order held."""
+        held = self._deferred.get(partition)
+        if not held:
             return
-        lowest = min((w.write_id for w in self._writes.values() if w.partition == partition), default=None)
-        keep = []
-        for entry in self._deferred:
-            part, wait_for, respond = entry
-            if part == partition and (lowest is None or wait_for < lowest):
-                self._out.append(respond)
-            else:
-                keep.append(entry)
-        self._deferred = keep
+        in_flight = self._writes_on.get(partition)
+        lowest = next(iter(in_flight)) if in_flight else None
+        if partition in self._deferred_unordered:
+            keep = []
+            for entry in held:
+                if lowest is None or entry[0] < lowest:
+                    self._out.append(entry[1])
+                else:
+                    keep.append(entry)
+            held[:] = keep
+        else:
+            # the ids waited for only grow: the releasable ones are the first
+            count = len(held) if lowest is None else next(
+                (n for n, entry in enumerate(held) if entry[0] >= lowest), len(held))
+            self._out.extend(respond for _, respond in held[:count])
+            del held[:count]
+        if not held:
+            del self._deferred[partition]
+            self._deferred_unordered.discard(partition)
 
     def _run_callback(self, callback, error: Error | None, write: PendingWrite) -> None:
         """``write``: the write whose outcome this is."""
@@ -114,8 +137,7 @@ class Writes:
             self._step(callback.group_id, Written(callback, error))
         elif kind is AfterNewGroup:
             if error is not None:
-                later = any(w.partition == write.partition and w.write_id > write.write_id
-                            for w in self._writes.values())  # asked only here: a scan of the writes in flight
+                later = any(i > write.write_id for i in self._writes_on.get(write.partition, ()))
                 self._rollback_new_group(callback.group_id, error, callback.displaced, later)
         elif kind is UndoOffsets:
             self._offsets_written(callback.changes, error)

@@ -94,6 +94,39 @@ def bench_offset_commit(members: int, count: int, clock=time.perf_counter) -> fl
     return count / (clock() - start)
 
 
+def bench_slow_store(members: int, count: int, in_flight: int, clock=time.perf_counter) -> float:
+    """Commits and heartbeats per second with ``in_flight`` commit writes always unacknowledged
+    (a slow store): each commit's write is acknowledged ``in_flight`` commits later, and a
+    heartbeat after each commit is held until the writes before it complete."""
+    driver, ids, generation = stable_group(members)
+    coordinator, timers = driver.coordinator, driver.timers
+    now = driver.now_ms
+    events = []
+    for n in range(count):
+        member = n % members
+        events.append(ev.OffsetCommit(
+            request_id=("c", n), now_ms=now, version=9, group_id="g", generation_id=generation,
+            member_id=ids[member], group_instance_id=f"i{member}",
+            topics=(("topic", (ev.CommitPartition(member, n),)),)))
+        events.append(ev.Heartbeat(request_id=("h", n), now_ms=now, version=4, group_id="g",
+                                   generation_id=generation, member_id=ids[member], group_instance_id=f"i{member}"))
+    handle, apply = coordinator.handle, timers.apply
+    writes: list[int] = []
+    gc.collect()
+    start = clock()
+    for event in events:
+        for command in handle(event):
+            if type(command) is Write:
+                writes.append(command.write_id)
+            elif type(command) is SetTimer:
+                apply(command)
+        if len(writes) > in_flight:
+            for command in handle(ev.WriteCompleted(now_ms=now, write_id=writes.pop(0))):
+                if type(command) is SetTimer:
+                    apply(command)
+    return len(events) / (clock() - start)
+
+
 def bench_rebalance(members: int, rounds: int) -> float:
     """Full rebalances of a Stable group: every member rejoins, syncs; the leader's write
     completes. Events/s over joins, syncs and the write completion."""
@@ -278,12 +311,17 @@ def run_core_bench(quick: bool = False) -> int:
         ("recorded_stream", best_of(repeats, bench_recorded_stream, stream)),
         ("simulated_mix", best_of(repeats, bench_simulated_mix, *mix)),
     ]
+    # a slow store: the cost per request may not grow with the writes in flight
+    results += [(f"slow_store_{n}_in_flight", best_of(repeats, bench_slow_store, 10, 20_000 // scale, n))
+                for n in (1, 1000)]
     width = max(len(name) for name, _ in results)
     for name, value in results:
         print(f"{name:<{width}}  {value:>12,.0f} events/s")
     rate = dict(results)
     ratio = rate["heartbeat_10"] / rate["heartbeat_1000"]
     print(f"heartbeat per-event cost, 1000 vs 10 members: {ratio:.2f}x")
+    slow = rate["slow_store_1_in_flight"] / rate["slow_store_1000_in_flight"]
+    print(f"commit and held heartbeat cost, 1000 vs 1 writes in flight: {slow:.2f}x")
     # costs against the heartbeat step (group of 10) in this run (goals: mix <= 3x, commit <= 2x)
     rounds = 3 if quick else 7
     ratios = step_cost_ratios(mix, rounds, scale)

@@ -64,11 +64,11 @@ def test_demo_forms_a_group_and_survives_a_crash():
 def test_bench_core_prints_json_lines_last():
     result = run("bench", "core", "--quick")
     assert result.returncode == 0, result.stderr
-    tail = [json.loads(line) for line in result.stdout.strip().splitlines()[-8:]]
+    tail = [json.loads(line) for line in result.stdout.strip().splitlines()[-10:]]
     *tail, ratios = tail
     assert [m["name"] for m in tail] == ["heartbeat_10", "heartbeat_1000", "offset_commit_10",
                                          "offset_commit_1000", "rebalance_100", "recorded_stream",
-                                         "simulated_mix"]
+                                         "simulated_mix", "slow_store_1_in_flight", "slow_store_1000_in_flight"]
     assert all(m["unit"] == "events/s" for m in tail)
     rate = {m["name"]: m["value"] for m in tail}
     # the costs against the heartbeat step, measured side by side: a commit with its write and
@@ -81,6 +81,10 @@ def test_bench_core_prints_json_lines_last():
     # with its write
     assert rate["heartbeat_1000"] > rate["heartbeat_10"] / 3, rate
     assert rate["heartbeat_10"] > rate["offset_commit_10"], rate  # ~5x on a quiet machine
+    # a store slow to acknowledge: a commit and a held heartbeat cost about the same with 1,000
+    # writes in flight as with one (9x slower before the writes in flight were kept by partition)
+    assert rate["slow_store_1000_in_flight"] > rate["slow_store_1_in_flight"] / 3, rate
+    assert "commit and held heartbeat cost, 1000 vs 1 writes in flight:" in result.stdout
 
 
 def test_scenario_trace_that_cannot_be_written_is_reported_and_the_scenario_still_counts(tmp_path):
