@@ -81,6 +81,7 @@ class _Node:
     ids: Ids = attrs.field(eq=False)
     path: tuple  # inputs so far: position fed (int) or what else happened (str)
     settled: int = 0  # the newest generation whose leader and protocol are settled (open_values)
+    expired_ms: int | None = None  # when the periodic expiration last ran in this execution
 
 
 class _Failure(Exception):
@@ -101,6 +102,7 @@ class _Search:
     def __init__(self, group_id: str, unit: list[Obs], settings: Settings) -> None:
         self.gid, self.unit, self.settings = group_id, unit, settings
         self.tol = settings.timer_tolerance_ms
+        self.expiration_interval_ms = max(settings.config.offsets_retention_check_interval_ms - self.tol, 1)
         self.partition = partition_for(group_id, settings.config.offsets_topic_num_partitions)
         self.nodes = 0
         self.seen: set = set()
@@ -172,7 +174,8 @@ class _Search:
 
     def _key(self, node: _Node) -> tuple:
         s = node.state
-        return (node.fed, node.answered, node.now_ms, node.settled, tuple((d, k) for d, _, k, _ in node.timers), node.ids.key(),
+        return (node.fed, node.answered, node.now_ms, node.settled, node.expired_ms,
+                tuple((d, k) for d, _, k, _ in node.timers), node.ids.key(),
                 repr(s.groups), repr(s.offsets), tuple(s.writes), repr(s.deferred), repr(s.committed_offsets))
 
     def _choices(self, node: _Node) -> list:
@@ -199,8 +202,10 @@ class _Search:
                     out.append(lambda at=at: self._fire(node, due, at))
             if self._expirable(node):  # the expiration's phase is the broker's: at once, or just before the next request
                 for at in sorted({node.now_ms, max(node.now_ms, next_recv or node.now_ms)}):
-                    out.append(lambda at=at: self._step(node, ev.TimerFired(
-                        now_ms=at, key=ExpirationTimer(self.partition), payload=None)))
+                    # it runs every offsets.retention.check.interval.ms: not again sooner
+                    if node.expired_ms is None or at >= node.expired_ms + self.expiration_interval_ms:
+                        out.append(lambda at=at: self._step(node, ev.TimerFired(
+                            now_ms=at, key=ExpirationTimer(self.partition), payload=None)))
         failures = [lambda w=w, e=e: self._step(node, ev.WriteFailed(now_ms=node.now_ms, write_id=w, error=e))
                     for e in self.write_errors for w in ({writes[0], writes[-1]} if writes else ())]
         # a broker answer a failed write explains is owed: its failure tried first (else every
@@ -280,7 +285,8 @@ class _Search:
             what = "completed" if isinstance(event, ev.WriteCompleted) else f"failed ({Error.parse(event.error).name})"
             node = attrs.evolve(node, path=node.path + (f"write {event.write_id} {what} at {event.now_ms} ms",))
         elif isinstance(event, ev.TimerFired) and isinstance(event.key, ExpirationTimer):
-            node = attrs.evolve(node, path=node.path + (f"expiration at {event.now_ms} ms",))
+            node = attrs.evolve(node, path=node.path + (f"expiration at {event.now_ms} ms",),
+                                expired_ms=event.now_ms)
         coordinator = Coordinator.restore(node.state, self.settings.config)
         commands = coordinator.handle(event)
         ids = node.ids.copy()

@@ -123,3 +123,21 @@ def test_a_recording_that_starts_after_the_group_formed_is_inconclusive(two):
 def test_a_spent_budget_is_inconclusive_never_conforming(two):
     v = _verify(two, budget=3)
     assert v.verdict == INCONCLUSIVE and "budget" in v.detail
+
+
+def test_the_periodic_expiration_runs_once_an_interval_not_at_will():
+    # One of 100,000 simulated groups (seed 18, group-034515): its partition unloaded and
+    # loaded again while members joined, then they committed every 5 s. The expiration's
+    # phase is unknown, but it runs every offsets.retention.check.interval.ms: when the search
+    # could run it again at any moment, each run with failed writes between made new states,
+    # and 50,000 of them (2.6 GB) were spent without a verdict.
+    from pathlib import Path
+
+    from groupcoord.adapters.verify.observed import read
+    from groupcoord.core.config import CoordinatorConfig
+
+    config = CoordinatorConfig.from_kafka({"offsets.retention.minutes": 2, "offsets.retention.check.interval.ms": 60_000})
+    (group, unit), = split(read(Path(__file__).parent / "data" / "failover-group")).units.items()
+    v = verify_group(group, unit, Settings(config, budget=5_000))
+    assert v.verdict == CONFORMS and v.nodes < 2_000, v
+    assert sum("expiration" in step for step in v.steps) <= 1, v.steps
