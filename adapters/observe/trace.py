@@ -101,19 +101,31 @@ def read_meta(out_dir: str | Path) -> dict:
 def read_observed(out_dir: str | Path) -> list[dict]:
     """The records of a recording directory: ``observed.parquet``, else ``observed.jsonl``, else
     the journal a crashed Parquet recording left (a torn last line is left out)."""
-    d = Path(out_dir)
-    if (d / PARQUET).exists():
-        from groupcoord.adapters.observe.parquet import read_parquet
+    path, lines = source_file(out_dir)
+    if lines:
+        return list(_json_lines(path))
+    from groupcoord.adapters.observe.parquet import read_parquet
 
-        return read_parquet(d / PARQUET)
-    for name in (JSONL, JOURNAL):
-        if (d / name).exists():
-            return list(_json_lines(d / name))
-    raise FileNotFoundError(f"{d}: no {JSONL}, {PARQUET} or {JOURNAL}")
+    return read_parquet(path)
 
 
 def _json_lines(path: Path) -> Iterator[dict]:
     """Each line's record; a line that is not one raises ValueError naming the file and line."""
+    for _line, record in json_lines_with_text(path):
+        yield record
+
+
+def source_file(out_dir: str | Path) -> tuple[Path, bool]:
+    """The file ``read_observed`` reads in a recording directory, and whether it is JSON Lines."""
+    d = Path(out_dir)
+    for name in (PARQUET, JSONL, JOURNAL):
+        if (d / name).exists():
+            return d / name, name != PARQUET
+    raise FileNotFoundError(f"{d}: no {JSONL}, {PARQUET} or {JOURNAL}")
+
+
+def json_lines_with_text(path: Path) -> Iterator[tuple[str, dict]]:
+    """Each line's text and record, as ``_json_lines`` reads them."""
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, start=1):
             if not line.endswith("\n"):  # the record being written when the recorder died
@@ -126,4 +138,4 @@ def _json_lines(path: Path) -> Iterator[dict]:
                 raise ValueError(f"{path}:{n}: not JSON ({e.msg})") from None
             if not isinstance(record, dict):
                 raise ValueError(f"{path}:{n}: not a record (a JSON object)")
-            yield record
+            yield line, record

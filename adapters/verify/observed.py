@@ -3,7 +3,10 @@ into one unit per group (the APIs that name one group; the others are counted, n
 
 from __future__ import annotations
 
+import contextlib
 import json
+import tempfile
+import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -44,20 +47,79 @@ def trace_dir(path: str | Path) -> Path:
     return p if p.is_dir() else p.parent
 
 
-def read(path: str | Path) -> list[Obs]:
-    """Every pair of the recording at ``path`` (observe.trace reads JSON Lines or Parquet)."""
-    d = trace_dir(path)
+@contextlib.contextmanager
+def _reading(d: Path):
+    """Errors reading the recording ``d`` as TraceError, naming it."""
     try:
-        records = trace.read_observed(d)
+        yield
     except FileNotFoundError as e:
         raise TraceError(str(e)) from None
     except OSError as e:
         raise TraceError(f"{d}: {e.strerror or e}") from None
     except UnicodeDecodeError:
         raise TraceError(f"{d}: not UTF-8 text") from None
+    except TraceError:
+        raise
     except ValueError as e:
         raise TraceError(str(e)) from None
+
+
+def read(path: str | Path) -> list[Obs]:
+    """Every pair of the recording at ``path`` (observe.trace reads JSON Lines or Parquet)."""
+    d = trace_dir(path)
+    with _reading(d):
+        records = trace.read_observed(d)
     return [from_record(r, n, f"{d} record {n}") for n, r in enumerate(records, start=1)]
+
+
+def shares(path: str | Path, share_bytes: int) -> Iterator[Split]:
+    """The recording's groups a share at a time, each share's pairs about ``share_bytes`` of its
+    JSON Lines: every group in one share, the pairs about no group counted with the first.
+    A recording larger than a share is first copied, line by line, into one temporary file
+    per share (a pair about groups of several shares into each), so that only one share's
+    pairs are held at once. A Parquet file, or a smaller one, is one share."""
+    d = trace_dir(path)
+    with _reading(d):
+        source, lines = trace.source_file(d)
+        count = -(-source.stat().st_size // share_bytes) if lines else 1
+    if count <= 1:
+        yield split(read(d))
+        return
+    unchecked: dict[str, int] = {}
+    with tempfile.TemporaryDirectory(prefix="groupcoord-verify-") as tmp:
+        files = [Path(tmp) / f"share-{k}.jsonl" for k in range(count)]
+        outs = [open(f, "w", encoding="utf-8") for f in files]
+        try:
+            with _reading(d):
+                for n, (line, record) in enumerate(trace.json_lines_with_text(source), start=1):
+                    obs = from_record(record, n, f"{d} record {n}")
+                    groups = groups_of(obs) if obs.api in CHECKED_APIS else ()
+                    if not groups:
+                        reason = unchecked_reason(obs)
+                        unchecked[reason] = unchecked.get(reason, 0) + 1
+                    for k in sorted({_share(g, count) for g in groups}):
+                        outs[k].write(f"{n}\t{line}")
+        finally:
+            for out in outs:
+                out.close()
+        for k, f in enumerate(files):
+            units: dict[str, list[Obs]] = {}
+            with open(f, encoding="utf-8") as lines_in:
+                for text in lines_in:
+                    n_text, line = text.split("\t", 1)
+                    n = int(n_text)
+                    for g, part in per_group(from_record(json.loads(line), n, f"{d} record {n}")):
+                        if _share(g, count) == k:
+                            units.setdefault(g, []).append(part)
+            f.unlink()
+            for unit in units.values():
+                in_order(unit)
+            yield Split(units, unchecked if k == 0 else {})
+            units = {}
+
+
+def _share(group_id: str, count: int) -> int:
+    return zlib.crc32(group_id.encode("utf-8", "surrogatepass")) % count
 
 
 def from_record(r: dict, n: int, where: str) -> Obs:
