@@ -414,26 +414,34 @@ async def _drive(args: argparse.Namespace, server: ServerProcess, port: int) -> 
     members, join_ms, member_ids = await _form(conns, groups, args.members, waves, tally, 0.5, schedule)
     form_s = time.monotonic() - formed_at
 
-    before = server.mark()
-    tally.recording = True
-    started = time.monotonic()
-    await asyncio.sleep(args.duration)
-    schedule.stop()
-    tally.recording = False
-    window_s = time.monotonic() - started
-    after = server.mark()
-    for member in members:
-        member.stopping = True
-    deadline = time.monotonic() + 60
-    while any(member.busy for member in members) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
-    unanswered = sum(member.busy for member in members)
+    before, after, window_s, unanswered = await _window(server, tally, schedule, members, args.duration, 60)
     checks = await _check(port, member_ids, members)
     for conn in conns:
         conn.transport.close()
     return {"tally": tally, "window_s": window_s, "before": before, "after": after, "form_s": form_s,
             "join_ms": sorted(join_ms), "checks": checks, "unanswered": unanswered, "waves": waves,
             "connections": len(conns), "floor": floor}
+
+
+async def _window(server: "ServerProcess", tally: Tally, schedule: Schedule, members: list[Member],
+                  seconds: float, drain_s: float) -> tuple[dict, dict, float, int]:
+    """``seconds`` of load between two of the server's reports, then the members stop and their
+    last requests are awaited (up to ``drain_s``): (report before, report after, the window's
+    length, requests still unanswered)."""
+    before = server.mark()
+    tally.recording = True
+    started = time.monotonic()
+    await asyncio.sleep(seconds)
+    schedule.stop()
+    tally.recording = False
+    window_s = time.monotonic() - started
+    after = server.mark()
+    for member in members:
+        member.stopping = True
+    deadline = time.monotonic() + drain_s
+    while any(member.busy for member in members) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return before, after, window_s, sum(member.busy for member in members)
 
 
 async def _floor_window(args: argparse.Namespace, server: "ServerProcess", connections: int,
@@ -455,19 +463,7 @@ async def _floor_window(args: argparse.Namespace, server: "ServerProcess", conne
             members.append(member)
             schedule.add(member)
     schedule.run()
-    before = server.mark()
-    tally.recording = True
-    started = time.monotonic()
-    await asyncio.sleep(args.floor_duration)
-    schedule.stop()
-    tally.recording = False
-    window_s = time.monotonic() - started
-    after = server.mark()
-    for member in members:
-        member.stopping = True
-    deadline = time.monotonic() + 30
-    while any(member.busy for member in members) and time.monotonic() < deadline:
-        await asyncio.sleep(0.05)
+    before, after, window_s, _unanswered = await _window(server, tally, schedule, members, args.floor_duration, 30)
     for conn in conns:
         conn.transport.close()
     requests = after["floor_requests"] - before["floor_requests"]
