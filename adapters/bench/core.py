@@ -11,6 +11,7 @@ import gc
 import json
 import statistics
 import time
+from collections import deque
 
 from groupcoord.core import events as ev
 from groupcoord.core.commands import Respond, SetTimer, Write
@@ -63,11 +64,24 @@ def _run(coordinator: Coordinator, timers, events: list, rounds: int = 1, clock=
     return clock() - start
 
 
+def _heartbeat(request_id, n: int, ids: list[str], generation: int, now_ms: int) -> ev.Heartbeat:
+    """The ``n``-th heartbeat of a ``stable_group``'s members, in turn."""
+    member = n % len(ids)
+    return ev.Heartbeat(request_id=request_id, now_ms=now_ms, version=4, group_id="g", generation_id=generation,
+                        member_id=ids[member], group_instance_id=f"i{member}")
+
+
+def _commit(request_id, n: int, ids: list[str], generation: int, now_ms: int) -> ev.OffsetCommit:
+    """The ``n``-th commit of a ``stable_group``'s members, in turn: offset ``n`` of the member's partition."""
+    member = n % len(ids)
+    return ev.OffsetCommit(request_id=request_id, now_ms=now_ms, version=9, group_id="g", generation_id=generation,
+                           member_id=ids[member], group_instance_id=f"i{member}",
+                           topics=(("topic", (ev.CommitPartition(member, n),)),))
+
+
 def bench_heartbeat(members: int, count: int, clock=time.perf_counter) -> float:
     driver, ids, generation = stable_group(members)
-    events = [ev.Heartbeat(request_id=n, now_ms=driver.now_ms, version=4, group_id="g",
-                           generation_id=generation, member_id=ids[n % members],
-                           group_instance_id=f"i{n % members}") for n in range(min(count, 100_000))]
+    events = [_heartbeat(n, n, ids, generation, driver.now_ms) for n in range(min(count, 100_000))]
     rounds = max(1, count // len(events))
     seconds = _run(driver.coordinator, driver.timers, events, rounds, clock)
     return len(events) * rounds / seconds
@@ -77,10 +91,7 @@ def bench_offset_commit(members: int, count: int, clock=time.perf_counter) -> fl
     """Commit requests per second, each with its storage write acknowledged."""
     driver, ids, generation = stable_group(members)
     coordinator, timers = driver.coordinator, driver.timers
-    requests = [ev.OffsetCommit(
-        request_id=n, now_ms=driver.now_ms, version=9, group_id="g", generation_id=generation,
-        member_id=ids[n % members], group_instance_id=f"i{n % members}",
-        topics=(("topic", (ev.CommitPartition(n % members, n),)),)) for n in range(count)]
+    requests = [_commit(n, n, ids, generation, driver.now_ms) for n in range(count)]
     handle, apply = coordinator.handle, timers.apply
     now = driver.now_ms
     gc.collect()
@@ -101,17 +112,10 @@ def bench_slow_store(members: int, count: int, in_flight: int, clock=time.perf_c
     driver, ids, generation = stable_group(members)
     coordinator, timers = driver.coordinator, driver.timers
     now = driver.now_ms
-    events = []
-    for n in range(count):
-        member = n % members
-        events.append(ev.OffsetCommit(
-            request_id=("c", n), now_ms=now, version=9, group_id="g", generation_id=generation,
-            member_id=ids[member], group_instance_id=f"i{member}",
-            topics=(("topic", (ev.CommitPartition(member, n),)),)))
-        events.append(ev.Heartbeat(request_id=("h", n), now_ms=now, version=4, group_id="g",
-                                   generation_id=generation, member_id=ids[member], group_instance_id=f"i{member}"))
+    events = [e for n in range(count) for e in (_commit(("c", n), n, ids, generation, now),
+                                                _heartbeat(("h", n), n, ids, generation, now))]
     handle, apply = coordinator.handle, timers.apply
-    writes: list[int] = []
+    writes: deque[int] = deque()
     gc.collect()
     start = clock()
     for event in events:
@@ -121,7 +125,7 @@ def bench_slow_store(members: int, count: int, in_flight: int, clock=time.perf_c
             elif type(command) is SetTimer:
                 apply(command)
         if len(writes) > in_flight:
-            for command in handle(ev.WriteCompleted(now_ms=now, write_id=writes.pop(0))):
+            for command in handle(ev.WriteCompleted(now_ms=now, write_id=writes.popleft())):
                 if type(command) is SetTimer:
                     apply(command)
     return len(events) / (clock() - start)

@@ -330,6 +330,11 @@ def _raise_file_limit() -> int:
 
 # --- the run --------------------------------------------------------------------------------------
 
+def _conn_index(g: int, m: int, waves: int, members: int) -> int:
+    """Group ``g``'s member ``m``'s connection: one member per connection in each wave."""
+    return (g // waves) * members + m
+
+
 async def _form(conns: list[_Conn], groups: list[str], members: int, waves: int, tally: Tally,
                 beat_s: float, schedule: Schedule) -> tuple[list[Member], list[float], dict[str, list[str]]]:
     """Groups formed wave by wave; group ``g`` is in wave ``g % waves`` and its member ``m``
@@ -341,13 +346,13 @@ async def _form(conns: list[_Conn], groups: list[str], members: int, waves: int,
     for wave in range(waves):
         in_wave = list(range(wave, len(groups), waves))
         formed = await asyncio.gather(*[form_group(
-            [conns[(g // waves) * members + m] for m in range(members)], groups[g], SESSION_MS, beat_s, 300)
+            [conns[_conn_index(g, m, waves, members)] for m in range(members)], groups[g], SESSION_MS, beat_s, 300)
             for g in in_wave])
         for g, (ms, joined) in zip(in_wave, formed):
             join_ms.append(ms)
             member_ids[groups[g]] = [member_id for member_id, _generation in joined]
             for m, (member_id, generation) in enumerate(joined):
-                member = Member(conns[(g // waves) * members + m], groups[g], member_id, generation,
+                member = Member(conns[_conn_index(g, m, waves, members)], groups[g], member_id, generation,
                                 m, tally)  # the topic has at least as many partitions as a group has members
                 out.append(member)
                 schedule.add(member)
@@ -404,7 +409,7 @@ async def _drive(args: argparse.Namespace, server: ServerProcess, port: int) -> 
         raise SystemExit(f"bench load: {args.members} members in one group need {args.members} connections; "
                          f"the file limit allows {limit}")
     groups = [f"load-{g}" for g in range(args.groups)]
-    floor = await _floor_window(args, server, math.ceil(args.groups / waves) * args.members, groups) \
+    floor = await _floor_window(args, server, math.ceil(args.groups / waves) * args.members, waves, groups) \
         if args.floor_duration > 0 else None
     conns = await _open_connections(port, math.ceil(args.groups / waves) * args.members)
     tally = Tally()
@@ -444,7 +449,7 @@ async def _window(server: "ServerProcess", tally: Tally, schedule: Schedule, mem
     return before, after, window_s, sum(member.busy for member in members)
 
 
-async def _floor_window(args: argparse.Namespace, server: "ServerProcess", connections: int,
+async def _floor_window(args: argparse.Namespace, server: "ServerProcess", connections: int, waves: int,
                         groups: list[str]) -> dict[str, float]:
     """Before any group forms: the same number of members heartbeating at the same rate over as
     many connections, answered by the server process's floor listener (``load_server.
@@ -453,13 +458,13 @@ async def _floor_window(args: argparse.Namespace, server: "ServerProcess", conne
     conns = await _open_connections(port, connections)
     tally = Tally()
     schedule = Schedule(args.heartbeat_interval_ms, None)
-    waves = max(1, len(groups) * args.members // connections)
     members = []
     for g, group in enumerate(groups):
         for m in range(args.members):
-            # a member id as long as the server's (client id, a dash, a UUID)
-            member = Member(conns[((g // waves) * args.members + m) % connections], group,
-                            f"bench-load-{uuid_like(g, m)}", 1, m, tally)
+            # on the connection it has in the load window, with a member id as long as the
+            # server's (client id, a dash, a UUID)
+            member = Member(conns[_conn_index(g, m, waves, args.members)], group,
+                            f"bench-load-{g:08x}-{m:04x}-0000-0000-000000000000", 1, m, tally)
             members.append(member)
             schedule.add(member)
     schedule.run()
@@ -470,10 +475,6 @@ async def _floor_window(args: argparse.Namespace, server: "ServerProcess", conne
     cpu_s = after["cpu_s"] - before["cpu_s"]
     return {"cpu_per_request_us": cpu_s / requests * 1e6 if requests else float("nan"),
             "answered_per_s": tally.heartbeats / window_s, "cpu_percent": cpu_s / window_s * 100}
-
-
-def uuid_like(g: int, m: int) -> str:
-    return f"{g:08x}-{m:04x}-0000-0000-000000000000"
 
 
 def run_load_bench(args: argparse.Namespace) -> int:
