@@ -27,11 +27,12 @@ from groupcoord.adapters.protocol.schema import SchemaError
 from groupcoord.adapters.protocol.translate import request_event
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.wire.core_loop import CoreFailure, CoreLoop
-from groupcoord.adapters.wire.heartbeat_frame import HEARTBEAT_KEY, HeartbeatReader
+from groupcoord.adapters.wire.fast_frames import HEARTBEAT_KEY, OFFSET_COMMIT_KEY, HeartbeatReader, read_offset_commit
 from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.wire.replies import Replies
 
 _HEARTBEAT_KEY = HEARTBEAT_KEY.to_bytes(2, "big")
+_OFFSET_COMMIT_KEY = OFFSET_COMMIT_KEY.to_bytes(2, "big")
 
 if TYPE_CHECKING:
     from groupcoord.adapters.wire.listener import Connection
@@ -54,6 +55,7 @@ class RequestHandler:
         self.served = apis.served_versions()
         self._heartbeat_versions = self.served[HEARTBEAT_KEY]
         self._heartbeat_reader = HeartbeatReader(self._heartbeat_versions[1])
+        self._commit_versions = self.served[OFFSET_COMMIT_KEY]
         self.closing = False  # set by the server's shutdown: a Fetch is answered at once
         self._handlers = {
             apis.API_VERSIONS_KEY: self._api_versions, kc.API_KEYS["Metadata"]: self._metadata,
@@ -67,12 +69,20 @@ class RequestHandler:
 
     def handle_frame(self, conn: Connection, frame: bytes) -> None:
         """One request frame (size prefix stripped); the answer goes to ``conn.send``."""
-        if frame[:2] == _HEARTBEAT_KEY and self.log.threshold > 10:  # the fast path (no debug lines to log)
-            fields = self._heartbeat_reader.read(frame)
-            if fields is not None and fields[0] >= self._heartbeat_versions[0]:
-                conn.correlation_id = fields[1]
-                self._run(conn, HEARTBEAT_KEY, fields[0], self._heartbeat, fields)
-                return
+        if self.log.threshold > 10:  # the fast paths (no debug lines to log)
+            api_key = frame[:2]
+            if api_key == _HEARTBEAT_KEY:
+                fields = self._heartbeat_reader.read(frame)
+                if fields is not None and fields[0] >= self._heartbeat_versions[0]:
+                    conn.correlation_id = fields[1]
+                    self._run(conn, HEARTBEAT_KEY, fields[0], self._heartbeat, fields)
+                    return
+            elif api_key == _OFFSET_COMMIT_KEY:
+                fields = read_offset_commit(frame, self._commit_versions[1])
+                if fields is not None and fields[0] >= self._commit_versions[0] and self._all_known(fields[8]):
+                    conn.correlation_id = fields[1]
+                    self._run(conn, OFFSET_COMMIT_KEY, fields[0], self._offset_commit, fields)
+                    return
         conn.correlation_id = int.from_bytes(frame[4:8], "big", signed=True) if len(frame) >= 8 else None
         try:
             request = kc.decode_request(frame)
@@ -122,6 +132,27 @@ class RequestHandler:
                              client_host=conn.client_host, group_id=group_id, generation_id=generation_id,
                              member_id=member_id, group_instance_id=instance_id)
         self.replies.park_request(rid, conn, HEARTBEAT_KEY, "Heartbeat", version, correlation_id)
+        self.core.dispatch(event)
+
+    def _all_known(self, topics: tuple) -> bool:
+        """An OffsetCommit names partitions, all in the catalog: the coordinator answers all of
+        it (else the general path answers what KafkaApis answers itself: unknown partitions, and
+        a request left with none)."""
+        has_partition = self.catalog.has_partition
+        return bool(topics) and all(partitions and all(has_partition(name, p.partition_index) for p in partitions)
+                                    for name, partitions in topics)
+
+    def _offset_commit(self, conn: Connection, fields: tuple) -> None:
+        """An OffsetCommit read by ``read_offset_commit``, every partition known: what
+        ``_core_request`` does with one, without kio."""
+        (version, correlation_id, client_id, group_id, generation_id, member_id, instance_id, retention_time_ms,
+         topics) = fields
+        rid = (conn.id, correlation_id)
+        event = ev.OffsetCommit(request_id=rid, now_ms=self.clock.now_ms(), version=version,
+                                client_id=client_id or "", client_host=conn.client_host, group_id=group_id,
+                                generation_id=generation_id, member_id=member_id, group_instance_id=instance_id,
+                                retention_time_ms=retention_time_ms, topics=topics)
+        self.replies.park_request(rid, conn, OFFSET_COMMIT_KEY, "OffsetCommit", version, correlation_id)
         self.core.dispatch(event)
 
     def _send_fields(self, conn: Connection, request: kc.DecodedRequest, fields: dict) -> None:

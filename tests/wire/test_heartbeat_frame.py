@@ -1,4 +1,4 @@
-"""The Heartbeat fast path (``wire.heartbeat_frame``) reads exactly what kio reads, and gives
+"""The Heartbeat fast path (``wire.fast_frames``) reads exactly what kio reads, and gives
 up on every frame it does not expect (the general path then answers or refuses it)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groupcoord.adapters.protocol import codec as kc
-from groupcoord.adapters.wire.heartbeat_frame import HeartbeatReader, read_heartbeat
+from groupcoord.adapters.wire.fast_frames import HeartbeatReader, read_heartbeat
 
 names = st.text(max_size=140)  # past 127 bytes a compact length takes two varint bytes
 heartbeats = st.tuples(st.integers(0, 4), st.integers(-2**31, 2**31 - 1), st.none() | names, names,
