@@ -161,6 +161,49 @@ def read_offset_commit(frame: bytes, max_version: int) -> tuple | None:
             tuple(topics))
 
 
+_PARTITION_RESULT = struct.Struct(">ih")  # partition index, error code
+
+
+def offset_commit_response_body(version: int, topics: tuple) -> bytes:
+    """The body of an OffsetCommit v2+ response answering ``topics`` (``TopicResult``s): what
+    kio writes for it, without kio (each member's commit names its own partitions, so these
+    answers repeat too little to cache)."""
+    flexible = version >= COMMIT_FLEXIBLE_FROM
+    out = bytearray(_INT32.pack(0) if version >= 3 else b"")  # throttle time, from v3
+    _put_count(out, len(topics), flexible)
+    for topic in topics:
+        name = topic.name.encode()
+        if flexible:
+            _put_varint(out, len(name) + 1)
+        else:
+            out += _SHORT.pack(len(name))
+        out += name
+        _put_count(out, len(topic.partitions), flexible)
+        for p in topic.partitions:
+            out += _PARTITION_RESULT.pack(p.partition_index, p.error_code)
+            if flexible:
+                out.append(0)  # the partition's tagged fields
+        if flexible:
+            out.append(0)  # the topic's tagged fields
+    if flexible:
+        out.append(0)  # body tagged fields
+    return bytes(out)
+
+
+def _put_count(out: bytearray, n: int, compact: bool) -> None:
+    if compact:
+        _put_varint(out, n + 1)
+    else:
+        out += _INT32.pack(n)
+
+
+def _put_varint(out: bytearray, n: int) -> None:
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
 def _count(frame: bytes, at: int, compact: bool) -> tuple[int, int]:
     """An array's length: a null array, or a compact one of 127 elements or more, is left to
     the general path."""

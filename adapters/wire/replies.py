@@ -3,8 +3,9 @@
 
 Some answers are completed from what the request handler kept aside (``extra``): the
 partitions of unknown topics KafkaApis answers itself (OffsetCommit, OffsetDelete), the
-authorized operations DescribeGroups asked for. Heartbeat and OffsetCommit answers are the
-same few values over and over, so their encoded bodies are cached.
+authorized operations DescribeGroups asked for. Heartbeat answers are the same few values over
+and over, so their encoded bodies are cached; OffsetCommit answers are written without kio
+(``fast_frames``).
 """
 
 from __future__ import annotations
@@ -17,12 +18,10 @@ from groupcoord.core.commands import HeartbeatResponse, OffsetCommitResponse
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.protocol.translate import response_fields
 from groupcoord.adapters.wire import broker_apis as apis
+from groupcoord.adapters.wire.fast_frames import offset_commit_response_body
 
 if TYPE_CHECKING:
     from groupcoord.adapters.wire.listener import Connection
-
-# Responses whose encoding is worth caching (the same value answers many requests).
-_CACHEABLE = (HeartbeatResponse, OffsetCommitResponse)
 
 
 @attrs.define(slots=True)
@@ -78,8 +77,11 @@ class Replies:
         conn.send(data)
 
     def _encode(self, p: _Pending, response: Any) -> bytes:
-        cacheable = not p.extra and type(response) in _CACHEABLE
-        if cacheable:
+        kind = type(response)
+        if kind is OffsetCommitResponse and not p.extra:
+            return kc.frame_response(p.api_key, p.version, p.correlation_id,
+                                     offset_commit_response_body(p.version, response.topics))
+        if kind is HeartbeatResponse:  # the same few values answer many requests
             key = (p.api_key, p.version, response)
             body = self._encoded.get(key)
             if body is None:

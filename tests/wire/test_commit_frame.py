@@ -1,6 +1,6 @@
-"""The OffsetCommit fast path (``wire.fast_frames.read_offset_commit``) reads exactly the event
-the general path builds (kio, then ``request_event``), and gives up on every frame it does not
-expect (the general path then answers or refuses it)."""
+"""The OffsetCommit fast path (``wire.fast_frames``) reads exactly the event the general path
+builds (kio, then ``request_event``), gives up on every frame it does not expect (the general
+path then answers or refuses it), and writes the answer's bytes exactly as kio does."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.protocol.schema import SchemaError
-from groupcoord.adapters.protocol.translate import request_event
-from groupcoord.adapters.wire.fast_frames import RETENTION_LIMIT_MS, read_offset_commit
+from groupcoord.adapters.protocol.translate import request_event, response_fields
+from groupcoord.adapters.wire.fast_frames import RETENTION_LIMIT_MS, offset_commit_response_body, read_offset_commit
+from groupcoord.core.commands import OffsetCommitResponse, PartitionResult, TopicResult
+from groupcoord.core.errors import Error
 
 int32 = st.integers(-2**31, 2**31 - 1)
 int64 = st.integers(-2**63, 2**63 - 1)
@@ -119,3 +121,23 @@ def test_a_retention_time_past_the_limit_is_left_to_the_general_path():
     for beyond in (RETENTION_LIMIT_MS + 1, -RETENTION_LIMIT_MS - 1, 2**63 - 1):
         assert read_offset_commit(with_retention(beyond), 9) is None
     assert _general(with_retention(2**63 - 1)) is None
+
+
+results = st.lists(st.builds(TopicResult, names, st.lists(st.builds(PartitionResult, int32, st.sampled_from(Error)),
+                                                          max_size=4).map(tuple)), max_size=4).map(tuple)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(2, 9), results)
+def test_writes_every_answer_as_kio_does(version, topics):
+    fields = response_fields("OffsetCommit", version, OffsetCommitResponse(topics))
+    assert offset_commit_response_body(version, topics) == kc.encode_response_body(
+        8, version, kc.response_body(8, version, fields))
+
+
+def test_long_names_and_arrays_take_longer_varints_in_an_answer():
+    topics = (TopicResult("t" * 300, tuple(PartitionResult(i, Error.NONE) for i in range(200))),)
+    for version in (7, 8, 9):
+        fields = response_fields("OffsetCommit", version, OffsetCommitResponse(topics))
+        assert offset_commit_response_body(version, topics) == kc.encode_response_body(
+            8, version, kc.response_body(8, version, fields))
