@@ -536,6 +536,9 @@ def _report(args: argparse.Namespace, run: dict, stats: list[dict], steps: list[
              ("gc_longest_pause_cpu_ms", after["gc_longest_cpu_since_mark_ms"], "ms"),
              ("gc_longest_pause_ms_with_forming", final["gc_longest_ms"], "ms"),
              ("gc_full_collections", final["gc_full"], "collections")]
+    for generation, name in enumerate(("young", "middle", "full")):  # the collector's CPU time in the window
+        gc_ms = after["gc_cpu_ms"][generation] - before["gc_cpu_ms"][generation]
+        rows.append((f"gc_{name}_share_of_server_cpu_percent", gc_ms / 10 / cpu_s if cpu_s else float("nan"), "%"))
     transactions = after.get("transactions", 0) - before.get("transactions", 0)
     if transactions:
         rows += [("storage_transactions_per_s", transactions / window_s, "1/s"),

@@ -154,7 +154,7 @@ async def serve(args: argparse.Namespace) -> None:
                 "gc_longest_ms": round(pauses.longest_ms, 2),
                 "gc_longest_since_mark_ms": round(pauses.longest_since_mark_ms, 2),
                 "gc_longest_cpu_since_mark_ms": round(pauses.longest_cpu_since_mark_ms, 2), "gc_full": pauses.full_collections,
-                "gc_collections": pauses.collections, "final": final}
+                "gc_cpu_ms": [round(ms, 2) for ms in pauses.cpu_ms_by_generation], "gc_collections": pauses.collections, "final": final}
 
     _emit({"port": server.port, "floor_port": floor.sockets[0].getsockname()[1], "loop": type(loop).__module__})
     while not stop.is_set():

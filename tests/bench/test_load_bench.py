@@ -40,6 +40,8 @@ def test_a_small_load_with_commits_on_sqlite_is_answered_and_checked():
     assert values["server_cpu_per_request_vs_floor"] > 1
     assert values["rss_mb_start"] > 0 and values["rss_mb_max"] >= values["rss_mb_end"]
     assert values["gc_longest_pause_ms"] >= 0
+    shares = [values[f"gc_{g}_share_of_server_cpu_percent"] for g in ("young", "middle", "full")]
+    assert all(0 <= share < 100 for share in shares) and sum(shares) < 100, shares
     assert "rss_mb over time: 0s" in out.stdout
     assert out.stdout.rstrip().splitlines()[-1].startswith("{")
 
