@@ -530,6 +530,8 @@ def _report(args: argparse.Namespace, run: dict, stats: list[dict], steps: list[
              ("server_cpu_per_request_us", per_request_us, "us"),
              ("server_system_cpu_per_request_us",
               (after["system_s"] - before["system_s"]) / requests * 1e6 if requests else float("nan"), "us"),
+             ("answers_per_write", requests / (after["writes"] - before["writes"])
+              if after["writes"] > before["writes"] else float("nan"), "answers"),
              ("core_heartbeat_step_us", core_step_us, "us"),
              ("server_cpu_per_request_vs_core_step", per_request_us / core_step_us, "x"),
              ("gc_longest_pause_ms", after["gc_longest_since_mark_ms"], "ms"),

@@ -148,6 +148,7 @@ async def serve(args: argparse.Namespace) -> None:
         cpu_s, system_s = _cpu_s()
         return {"t_s": round(time.monotonic() - started, 3), "cpu_s": round(cpu_s, 4), "system_s": round(system_s, 4),
                 "rss_mb": round(rss_mb(), 1), "requests": server.listener.stats["requests"],
+                "writes": server.listener.stats["writes"],
                 "floor_requests": FloorConnection.answered,
                 "transactions": getattr(storage, "transactions", 0), "records_written": getattr(storage, "records_written", 0),
                 "connections": len(server.listener.connections), "expiries": expiries.count,

@@ -32,6 +32,7 @@ def test_a_small_load_with_commits_on_sqlite_is_answered_and_checked():
     assert 0 < values["heartbeat_latency_ms_p50"] <= values["heartbeat_latency_ms_p99"] <= values["heartbeat_latency_ms_max"]
     assert 0 < values["core_heartbeat_step_us"] < values["server_cpu_per_request_us"]
     assert values["server_cpu_per_request_vs_core_step"] > 1
+    assert 0.9 <= values["answers_per_write"] <= 5, values  # about one; never more than a connection carries
     assert 0 < values["server_cpu_percent"] <= 100
     # the floor window: the same heartbeats answered by the bare listener, which does less than
     # the server (no decode, no core, no commits), so its CPU per answer is lower

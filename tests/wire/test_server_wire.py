@@ -515,3 +515,43 @@ def test_a_failing_storage_fails_the_commit_not_the_server():
         assert '"storage_error"' in stream.getvalue()
     finally:
         s.stop()
+
+
+# --- answers written together ---------------------------------------------------------------------
+
+def _read_frames(sock, count: int) -> list[bytes]:
+    data = b""
+    frames = []
+    while len(frames) < count:
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+        while len(data) >= 4 and len(data) >= 4 + int.from_bytes(data[:4], "big"):
+            size = int.from_bytes(data[:4], "big")
+            frames.append(data[4:4 + size])
+            data = data[4 + size:]
+    return frames
+
+
+def test_the_answers_to_frames_read_together_are_written_together_in_order(server):
+    import socket
+    frames = b"".join(kc.encode_request(18, 0, cid, "c", kc.request_body(18, 0, {})) for cid in (7, 8, 9))
+    before = server.call(lambda: dict(server.server.listener.stats))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(frames)  # one segment on loopback: one read on the server
+        answers = _read_frames(sock, 3)
+    after = server.call(lambda: dict(server.server.listener.stats))
+    assert [int.from_bytes(a[:4], "big") for a in answers] == [7, 8, 9]
+    assert after["requests"] - before["requests"] == 3
+    assert after["writes"] - before["writes"] == 1
+
+
+def test_answers_before_a_frame_that_closes_the_connection_are_still_written(server):
+    import socket
+    answered = kc.encode_request(18, 0, 5, "c", kc.request_body(18, 0, {}))
+    unknown_api = struct.pack(">ihhih", 10, 9999, 0, 6, -1)  # no such API: Kafka closes the connection
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+        sock.sendall(answered + unknown_api)
+        answers = _read_frames(sock, 2)
+    assert [int.from_bytes(a[:4], "big") for a in answers] == [5]  # then the connection closed
