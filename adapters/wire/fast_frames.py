@@ -56,11 +56,10 @@ class HeartbeatReader:
 def read_heartbeat(frame: bytes, max_version: int) -> tuple | None:
     """(version, correlation id, client id, group id, generation id, member id, group instance
     id) of a Heartbeat frame (size prefix stripped) up to ``max_version``, or None."""
-    if len(frame) < 10:
+    head = _head(frame, HEARTBEAT_KEY, 0, max_version)
+    if head is None:
         return None
-    api_key, version, correlation_id, n = _HEAD.unpack_from(frame, 0)
-    if api_key != HEARTBEAT_KEY or not 0 <= version <= max_version:
-        return None
+    version, correlation_id, n = head
     try:
         at = 10
         client_id = None
@@ -100,11 +99,10 @@ def read_offset_commit(frame: bytes, max_version: int) -> tuple | None:
     group instance id, retention time ms, topics) of an OffsetCommit frame (size prefix
     stripped) from v2 up to ``max_version``, or None; topics as ``events.OffsetCommit`` holds
     them: ((name, (CommitPartition, ...)), ...)."""
-    if len(frame) < 10:
+    head = _head(frame, OFFSET_COMMIT_KEY, 2, max_version)
+    if head is None:
         return None
-    api_key, version, correlation_id, _n = _HEAD.unpack_from(frame, 0)
-    if api_key != OFFSET_COMMIT_KEY or not 2 <= version <= max_version:
-        return None
+    version, correlation_id, _n = head
     try:
         client_id, at = _string(frame, 8, nullable=True)
         flexible = version >= COMMIT_FLEXIBLE_FROM
@@ -216,6 +214,17 @@ def _count(frame: bytes, at: int, compact: bool) -> tuple[int, int]:
     if n < 0:
         raise _Unexpected
     return n, at + 4
+
+
+def _head(frame: bytes, api_key: int, lowest: int, highest: int) -> tuple[int, int, int] | None:
+    """(version, correlation id, client id length) of a request of ``api_key`` at a version
+    from ``lowest`` to ``highest``, or None."""
+    if len(frame) < 10:
+        return None
+    key, version, correlation_id, n = _HEAD.unpack_from(frame, 0)
+    if key != api_key or not lowest <= version <= highest:
+        return None
+    return version, correlation_id, n
 
 
 class _Unexpected(Exception):

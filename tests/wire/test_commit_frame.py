@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from frame_damage import damaged
 
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.protocol.schema import SchemaError
@@ -77,17 +78,9 @@ def test_reads_every_commit_as_the_general_path_does(commit):
 @settings(max_examples=400, deadline=None)
 @given(commits, st.data())
 def test_a_damaged_frame_is_read_as_the_general_path_reads_it_or_left_to_it(commit, data):
-    frame = bytearray(_frame(*commit))
-    how = data.draw(st.sampled_from(["cut", "extra", "flip"]))
-    if how == "cut":
-        frame = frame[:data.draw(st.integers(0, len(frame) - 1))]
-    elif how == "extra":
-        frame += data.draw(st.binary(min_size=1, max_size=3))
-    else:
-        at = data.draw(st.integers(0, len(frame) - 1))
-        frame[at] = data.draw(st.integers(0, 255))
-    got = read_offset_commit(bytes(frame), 9)
-    assert got is None or got == _general(bytes(frame))
+    frame = damaged(_frame(*commit), data)
+    got = read_offset_commit(frame, 9)
+    assert got is None or got == _general(frame)
 
 
 def test_other_apis_versions_and_long_or_null_arrays_take_the_general_path():
