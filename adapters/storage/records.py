@@ -266,7 +266,11 @@ def _group_value(group: str, value: bytes) -> GroupMetadataRecord:
 # --- record batches (magic v2) -----------------------------------------------------------------
 
 def _varint(out: bytearray, n: int) -> None:
-    n = (n << 1) ^ (n >> 63)  # zigzag
+    put_unsigned_varint(out, (n << 1) ^ (n >> 63))  # zigzag
+
+
+def put_unsigned_varint(out: bytearray, n: int) -> None:
+    """``n`` >= 0 in 7-bit groups, lowest first (also the protocol's compact lengths)."""
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
         n >>= 7

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import struct
 
+from groupcoord.adapters.storage.records import put_unsigned_varint
 from groupcoord.core.events import CommitPartition
 
 HEARTBEAT_KEY = 12
 OFFSET_COMMIT_KEY = 8
 COMMIT_FLEXIBLE_FROM = 8  # OffsetCommit v8
 FLEXIBLE_FROM = 4  # Heartbeat v4: compact strings and tagged fields (request header v2)
-_HEAD = struct.Struct(">hhih")  # api key, version, correlation id, client id length
+_HEAD = struct.Struct(">hhi")  # api key, version, correlation id
 _INT32 = struct.Struct(">i")
 _SHORT = struct.Struct(">h")
 _INT64 = struct.Struct(">q")
@@ -59,21 +60,12 @@ def read_heartbeat(frame: bytes, max_version: int) -> tuple | None:
     head = _head(frame, HEARTBEAT_KEY, 0, max_version)
     if head is None:
         return None
-    version, correlation_id, n = head
+    version, correlation_id = head
     try:
-        at = 10
-        client_id = None
-        if n >= 0:
-            client_id = frame[at:at + n].decode()
-            at += n
-            if at > len(frame):
-                return None
-        elif n != -1:
-            return None
-        if version >= FLEXIBLE_FROM:
-            if frame[at] != 0:  # header tagged fields
-                return None
-            group_id, at = _compact(frame, at + 1)
+        flexible = version >= FLEXIBLE_FROM
+        client_id, at = _header_rest(frame, flexible)
+        if flexible:
+            group_id, at = _compact(frame, at)
             (generation_id,) = _INT32.unpack_from(frame, at)
             member_id, at = _compact(frame, at + 4)
             instance_id, at = _compact(frame, at, nullable=True)
@@ -102,14 +94,10 @@ def read_offset_commit(frame: bytes, max_version: int) -> tuple | None:
     head = _head(frame, OFFSET_COMMIT_KEY, 2, max_version)
     if head is None:
         return None
-    version, correlation_id, _n = head
+    version, correlation_id = head
     try:
-        client_id, at = _string(frame, 8, nullable=True)
         flexible = version >= COMMIT_FLEXIBLE_FROM
-        if flexible:
-            if frame[at] != 0:  # header tagged fields
-                return None
-            at += 1
+        client_id, at = _header_rest(frame, flexible)
         text = _compact if flexible else _string
         group_id, at = text(frame, at)
         (generation_id,) = _INT32.unpack_from(frame, at)
@@ -172,7 +160,7 @@ def offset_commit_response_body(version: int, topics: tuple) -> bytes:
     for topic in topics:
         name = topic.name.encode()
         if flexible:
-            _put_varint(out, len(name) + 1)
+            put_unsigned_varint(out, len(name) + 1)
         else:
             out += _SHORT.pack(len(name))
         out += name
@@ -190,16 +178,9 @@ def offset_commit_response_body(version: int, topics: tuple) -> bytes:
 
 def _put_count(out: bytearray, n: int, compact: bool) -> None:
     if compact:
-        _put_varint(out, n + 1)
+        put_unsigned_varint(out, n + 1)
     else:
         out += _INT32.pack(n)
-
-
-def _put_varint(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
 
 
 def _count(frame: bytes, at: int, compact: bool) -> tuple[int, int]:
@@ -216,15 +197,26 @@ def _count(frame: bytes, at: int, compact: bool) -> tuple[int, int]:
     return n, at + 4
 
 
-def _head(frame: bytes, api_key: int, lowest: int, highest: int) -> tuple[int, int, int] | None:
-    """(version, correlation id, client id length) of a request of ``api_key`` at a version
-    from ``lowest`` to ``highest``, or None."""
+def _head(frame: bytes, api_key: int, lowest: int, highest: int) -> tuple[int, int] | None:
+    """(version, correlation id) of a request of ``api_key`` at a version from ``lowest`` to
+    ``highest``, or None."""
     if len(frame) < 10:
         return None
-    key, version, correlation_id, n = _HEAD.unpack_from(frame, 0)
+    key, version, correlation_id = _HEAD.unpack_from(frame, 0)
     if key != api_key or not lowest <= version <= highest:
         return None
-    return version, correlation_id, n
+    return version, correlation_id
+
+
+def _header_rest(frame: bytes, flexible: bool) -> tuple[str | None, int]:
+    """(client id, where the body starts): the request header after the correlation id (the
+    client id is a nullable string in every header version; header v2 adds tagged fields)."""
+    client_id, at = _string(frame, 8, nullable=True)
+    if flexible:
+        if frame[at] != 0:  # header tagged fields
+            raise _Unexpected
+        at += 1
+    return client_id, at
 
 
 class _Unexpected(Exception):
