@@ -128,18 +128,21 @@ async def serve(args: argparse.Namespace) -> None:
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     marks = 0
 
-    profile = cProfile.Profile() if args.profile else None
+    profile = None
 
-    def mark() -> None:  # the driver's SIGUSR1: a report now, where its load window starts or ends
-        nonlocal marks
+    def mark() -> None:  # the driver's SIGUSR1: a report now, where one of its windows starts or ends
+        nonlocal marks, profile
         marks += 1
         _emit({**report(), "mark": marks})
         pauses.longest_since_mark_ms = pauses.longest_cpu_since_mark_ms = 0.0
-        if profile is not None and marks == 1:
+        # every window is profiled afresh and the last one (the load window, after the floor's) stays
+        if args.profile and marks % 2 == 1:
+            profile = cProfile.Profile()
             profile.enable()
-        elif profile is not None and marks == 2:
+        elif profile is not None:
             profile.disable()
             profile.dump_stats(args.profile)
+            profile = None
 
     loop.add_signal_handler(signal.SIGUSR1, mark)
     started = time.monotonic()
@@ -181,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report-ms", type=int, default=1000)
     p.add_argument("--event-loop", choices=["asyncio", "uvloop"], default="asyncio")
     p.add_argument("--collector", choices=["settled", "default"], default="settled")
-    p.add_argument("--profile", default=None, help="cProfile the load window (between the first two marks) to this file")
+    p.add_argument("--profile", default=None, help="cProfile each window between two marks to this file; the last (the load window) stays")
     args = p.parse_args(argv)
     if args.storage == "sqlite" and not args.data_dir:
         p.error("--storage sqlite needs --data-dir")

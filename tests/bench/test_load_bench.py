@@ -5,6 +5,7 @@ groups formed, heartbeats and commits answered, the final checks made and every 
 from __future__ import annotations
 
 import json
+import pstats
 import subprocess
 import sys
 
@@ -14,9 +15,11 @@ def bench_load(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
-def test_a_small_load_with_commits_on_sqlite_is_answered_and_checked():
+def test_a_small_load_with_commits_on_sqlite_is_answered_and_checked(tmp_path):
+    profile = tmp_path / "load.prof"
     out = bench_load("--groups", "20", "--members", "5", "--duration", "3", "--heartbeat-interval-ms", "300",
-                     "--commit-interval-ms", "500", "--storage", "sqlite", "--floor-duration", "2")
+                     "--commit-interval-ms", "500", "--storage", "sqlite", "--floor-duration", "2",
+                     "--profile", str(profile))
     assert out.returncode == 0, out.stdout + out.stderr
     values = {l["name"]: l["value"] for l in map(json.loads, (l for l in out.stdout.splitlines() if l.startswith("{")))}
     assert round(values["heartbeats_offered_per_s"]) == 333
@@ -45,6 +48,9 @@ def test_a_small_load_with_commits_on_sqlite_is_answered_and_checked():
     assert all(0 <= share < 100 for share in shares) and sum(shares) < 100, shares
     assert "rss_mb over time: 0s" in out.stdout
     assert out.stdout.rstrip().splitlines()[-1].startswith("{")
+    # the profile is the load window's (the server's handlers ran), not the floor window's
+    profiled = {function for _, _, function in pstats.Stats(str(profile)).stats}
+    assert "_offset_commit" in profiled and "data_received" in profiled, sorted(profiled)[:40]
 
 
 def test_bad_arguments_are_refused_in_one_line():
