@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import math
 import os
@@ -45,6 +46,7 @@ from groupcoord.adapters.bench.server import TOPIC_PARTITIONS, wait_port, form_g
 from groupcoord.adapters.client.kafka_client import KafkaClient, error_name
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.bench.rows import print_json_rows
+from groupcoord.adapters.wire.collector import GcPauses, settle_collector, unsettle_collector
 
 HEARTBEAT_VERSION = 3  # non-flexible: the error code sits at a fixed place in the answer
 COMMIT_VERSION = 7
@@ -129,6 +131,11 @@ class Tally:
         self.errors: Counter = Counter()  # (api, error name) -> count
         self.latency_s = {"heartbeat": array("d"), "commit": array("d")}
         self.recording = False
+
+    def restart(self) -> None:
+        """Count afresh from now (the window after a settling period); errors stay counted."""
+        self.heartbeats = self.commits = self.heartbeats_sent = self.commits_sent = 0
+        self.latency_s = {"heartbeat": array("d"), "commit": array("d")}
 
 
 class Member:
@@ -409,48 +416,77 @@ async def _drive(args: argparse.Namespace, server: ServerProcess, port: int) -> 
         raise SystemExit(f"bench load: {args.members} members in one group need {args.members} connections; "
                          f"the file limit allows {limit}")
     groups = [f"load-{g}" for g in range(args.groups)]
-    floor = await _floor_window(args, server, math.ceil(args.groups / waves) * args.members, waves, groups) \
-        if args.floor_duration > 0 else None
-    conns = await _open_connections(port, math.ceil(args.groups / waves) * args.members)
-    tally = Tally()
-    formed_at = time.monotonic()
-    schedule = Schedule(args.heartbeat_interval_ms, args.commit_interval_ms)
-    schedule.run()
-    members, join_ms, member_ids = await _form(conns, groups, args.members, waves, tally, 0.5, schedule)
-    form_s = time.monotonic() - formed_at
+    # The driver is the measuring instrument: with CPython's collector its full collections walk
+    # every member and connection (200-600 ms at 100,000 members), and every answer that
+    # arrives meanwhile is timed late. It settles its collector as the server does.
+    threshold = gc.get_threshold()
+    settle_collector()
+    pauses = GcPauses()
+    pauses.start()
+    try:
+        floor = await _floor_window(args, server, math.ceil(args.groups / waves) * args.members, waves, groups,
+                                    pauses) if args.floor_duration > 0 else None
+        conns = await _open_connections(port, math.ceil(args.groups / waves) * args.members)
+        tally = Tally()
+        formed_at = time.monotonic()
+        schedule = Schedule(args.heartbeat_interval_ms, args.commit_interval_ms)
+        schedule.run()
+        members, join_ms, member_ids = await _form(conns, groups, args.members, waves, tally, 0.5, schedule)
+        form_s = time.monotonic() - formed_at
+        settle_collector()  # the members and their connections, long-lived from here on
+        settle_p99_ms = await _settle(tally, args.settle)
+        window = await _window(server, tally, schedule, members, args.duration, 60, pauses)
+        checks = await _check(port, member_ids, members)
+        for conn in conns:
+            conn.transport.close()
+    finally:
+        pauses.stop()
+        unsettle_collector(threshold)
+    return {"tally": tally, **window, "form_s": form_s, "join_ms": sorted(join_ms), "checks": checks,
+            "waves": waves, "connections": len(conns), "floor": floor, "settle_p99_ms": settle_p99_ms}
 
-    before, after, window_s, unanswered = await _window(server, tally, schedule, members, args.duration, 60)
-    checks = await _check(port, member_ids, members)
-    for conn in conns:
-        conn.transport.close()
-    return {"tally": tally, "window_s": window_s, "before": before, "after": after, "form_s": form_s,
-            "join_ms": sorted(join_ms), "checks": checks, "unanswered": unanswered, "waves": waves,
-            "connections": len(conns), "floor": floor}
+
+async def _settle(tally: Tally, seconds: float) -> float:
+    """``seconds`` of load before a window, so that it starts in the steady state (the burst of
+    the members' first requests, or what forming left queued, drained): the heartbeats' p99 in
+    that time (ms; nan if none), then the tally starts afresh."""
+    tally.recording = True
+    await asyncio.sleep(seconds)
+    p99_ms = _percentile(sorted(tally.latency_s["heartbeat"]), 0.99) * 1000
+    tally.restart()
+    return p99_ms
 
 
 async def _window(server: "ServerProcess", tally: Tally, schedule: Schedule, members: list[Member],
-                  seconds: float, drain_s: float) -> tuple[dict, dict, float, int]:
+                  seconds: float, drain_s: float, pauses: GcPauses) -> dict[str, Any]:
     """``seconds`` of load between two of the server's reports, then the members stop and their
-    last requests are awaited (up to ``drain_s``): (report before, report after, the window's
-    length, requests still unanswered)."""
+    last requests are awaited (up to ``drain_s``): the reports before and after, the window's
+    length, requests still unanswered, and the driver's own CPU percent and longest collector
+    pause in the window (a busy or paused driver reads answers late: its delay adds to the
+    latencies it measures)."""
     before = server.mark()
     tally.recording = True
-    started = time.monotonic()
+    pauses.longest_since_mark_ms = 0.0
+    started, driver_cpu_s = time.monotonic(), time.process_time()
     await asyncio.sleep(seconds)
     schedule.stop()
     tally.recording = False
     window_s = time.monotonic() - started
+    driver_cpu_percent = (time.process_time() - driver_cpu_s) / window_s * 100
+    driver_gc_ms = pauses.longest_since_mark_ms
     after = server.mark()
     for member in members:
         member.stopping = True
     deadline = time.monotonic() + drain_s
     while any(member.busy for member in members) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
-    return before, after, window_s, sum(member.busy for member in members)
+    return {"before": before, "after": after, "window_s": window_s,
+            "unanswered": sum(member.busy for member in members), "driver_cpu_percent": driver_cpu_percent,
+            "driver_gc_longest_pause_ms": driver_gc_ms}
 
 
 async def _floor_window(args: argparse.Namespace, server: "ServerProcess", connections: int, waves: int,
-                        groups: list[str]) -> dict[str, float]:
+                        groups: list[str], pauses: GcPauses) -> dict[str, float]:
     """Before any group forms: the same number of members heartbeating at the same rate over as
     many connections, answered by the server process's floor listener (``load_server.
     FloorConnection``): the server's CPU per answer there is the least this loop pays."""
@@ -467,14 +503,22 @@ async def _floor_window(args: argparse.Namespace, server: "ServerProcess", conne
                             f"bench-load-{g:08x}-{m:04x}-0000-0000-000000000000", 1, m, tally)
             members.append(member)
             schedule.add(member)
+    settle_collector()
     schedule.run()
-    before, after, window_s, _unanswered = await _window(server, tally, schedule, members, args.floor_duration, 30)
+    settle_p99_ms = await _settle(tally, args.settle)  # every member's first heartbeat leaves at once
+    window = await _window(server, tally, schedule, members, args.floor_duration, 30, pauses)
     for conn in conns:
         conn.transport.close()
+    before, after, window_s = window["before"], window["after"], window["window_s"]
     requests = after["floor_requests"] - before["floor_requests"]
     cpu_s = after["cpu_s"] - before["cpu_s"]
+    system_s = after["system_s"] - before["system_s"]
     return {"cpu_per_request_us": cpu_s / requests * 1e6 if requests else float("nan"),
-            "answered_per_s": tally.heartbeats / window_s, "cpu_percent": cpu_s / window_s * 100}
+            "system_cpu_per_request_us": system_s / requests * 1e6 if requests else float("nan"),
+            "answered_per_s": tally.heartbeats / window_s, "cpu_percent": cpu_s / window_s * 100,
+            "latency_ms_p99": _percentile(sorted(tally.latency_s["heartbeat"]), 0.99) * 1000,
+            "settle_latency_ms_p99": settle_p99_ms, "driver_cpu_percent": window["driver_cpu_percent"],
+            "driver_gc_longest_pause_ms": window["driver_gc_longest_pause_ms"]}
 
 
 def run_load_bench(args: argparse.Namespace) -> int:
@@ -523,11 +567,14 @@ def _report(args: argparse.Namespace, run: dict, stats: list[dict], steps: list[
             rows += [(f"{kind}_latency_ms_p50", _percentile(ordered, 0.5) * 1000, "ms"),
                      (f"{kind}_latency_ms_p99", _percentile(ordered, 0.99) * 1000, "ms"),
                      (f"{kind}_latency_ms_max", ordered[-1] * 1000, "ms")]
-    rows += [("errors", sum(tally.errors.values()), "answers"),
+    rows += [("settle_heartbeat_latency_ms_p99", run["settle_p99_ms"], "ms"),
+             ("errors", sum(tally.errors.values()), "answers"),
              ("session_expiries", final["expiries"], "members"),
              ("requests_unanswered_at_end", run["unanswered"], "requests"),
              ("server_cpu_percent", cpu_s / window_s * 100, "%"),
              ("server_cpu_per_request_us", per_request_us, "us"),
+             ("driver_cpu_percent", run["driver_cpu_percent"], "%"),
+             ("driver_gc_longest_pause_ms", run["driver_gc_longest_pause_ms"], "ms"),
              ("server_system_cpu_per_request_us",
               (after["system_s"] - before["system_s"]) / requests * 1e6 if requests else float("nan"), "us"),
              ("answers_per_write", requests / (after["writes"] - before["writes"])
@@ -549,8 +596,13 @@ def _report(args: argparse.Namespace, run: dict, stats: list[dict], steps: list[
     floor = run["floor"]
     if floor is not None:
         rows += [("floor_heartbeats_answered_per_s", floor["answered_per_s"], "1/s"),
+                 ("floor_heartbeat_latency_ms_p99", floor["latency_ms_p99"], "ms"),
+                 ("floor_settle_heartbeat_latency_ms_p99", floor["settle_latency_ms_p99"], "ms"),
                  ("floor_cpu_percent", floor["cpu_percent"], "%"),
+                 ("floor_driver_cpu_percent", floor["driver_cpu_percent"], "%"),
+                 ("floor_driver_gc_longest_pause_ms", floor["driver_gc_longest_pause_ms"], "ms"),
                  ("floor_cpu_per_request_us", floor["cpu_per_request_us"], "us"),
+                 ("floor_system_cpu_per_request_us", floor["system_cpu_per_request_us"], "us"),
                  ("floor_vs_core_step", floor["cpu_per_request_us"] / core_step_us, "x"),
                  ("server_cpu_per_request_vs_floor", per_request_us / floor["cpu_per_request_us"], "x")]
     in_window = [s for s in stats if before["t_s"] <= s["t_s"] <= after["t_s"]] or [before, after]
@@ -562,7 +614,7 @@ def _report(args: argparse.Namespace, run: dict, stats: list[dict], steps: list[
     print(f"bench load: {args.groups} groups x {args.members} members, {args.storage} storage, "
           f"heartbeat every {args.heartbeat_interval_ms} ms"
           + (f", commit every {args.commit_interval_ms} ms" if args.commit_interval_ms else "")
-          + f", {window_s:.0f} s; server on CPU {server_cpu}, {run['connections']} connections"
+          + f", {window_s:.0f} s after {args.settle:g} s of settling; server on CPU {server_cpu}, {run['connections']} connections"
           + (f" ({run['waves']} members per connection)" if run["waves"] > 1 else "")
           + f"; load average {os.getloadavg()[0]:.2f}")
     width = max(len(name) for name, _v, _u in rows)

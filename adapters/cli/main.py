@@ -108,6 +108,10 @@ def build_parser() -> Parser:
                    help="the server's storage (sqlite: in a temporary directory, removed afterwards)")
     q.add_argument("--duration", type=parsing.number(float, 1, "seconds, at least 1"), default=60.0, metavar="S",
                    help="seconds of load once every group is Stable (default 60)")
+    q.add_argument("--settle", type=parsing.number(float, 0, "seconds, at least 0"), default=10.0, metavar="S",
+                   help="seconds of load before each window is measured, once every group is Stable (and "
+                        "once the floor window's members start), so that it starts in the steady state: "
+                        "what forming left queued has drained (default 10; its p99 is printed apart)")
     q.add_argument("--floor-duration", type=parsing.number(float, 0, "seconds, at least 0"), default=20.0,
                    metavar="S", help="seconds of the floor window before the groups form: the same heartbeats "
                                      "answered by a bare asyncio listener in the server process (default 20; 0: none)")

@@ -38,6 +38,15 @@ def settle_collector() -> None:
         gc.callbacks.append(_freeze_after_full)
 
 
+def unsettle_collector(threshold: tuple[int, int, int]) -> None:
+    """Undo ``settle_collector`` (for a process that goes on with other work): CPython's
+    collector with ``threshold`` again, sees everything."""
+    if _freeze_after_full in gc.callbacks:
+        gc.callbacks.remove(_freeze_after_full)
+    gc.set_threshold(*threshold)
+    gc.unfreeze()
+
+
 def _freeze_after_full(phase: str, info: dict) -> None:
     if phase == "stop" and info.get("generation") == 2:
         gc.freeze()

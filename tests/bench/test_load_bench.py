@@ -19,7 +19,7 @@ def test_a_small_load_with_commits_on_sqlite_is_answered_and_checked(tmp_path):
     profile = tmp_path / "load.prof"
     out = bench_load("--groups", "20", "--members", "5", "--duration", "3", "--heartbeat-interval-ms", "300",
                      "--commit-interval-ms", "500", "--storage", "sqlite", "--floor-duration", "2",
-                     "--profile", str(profile))
+                     "--settle", "1", "--profile", str(profile))
     assert out.returncode == 0, out.stdout + out.stderr
     values = {l["name"]: l["value"] for l in map(json.loads, (l for l in out.stdout.splitlines() if l.startswith("{")))}
     assert round(values["heartbeats_offered_per_s"]) == 333
@@ -41,6 +41,12 @@ def test_a_small_load_with_commits_on_sqlite_is_answered_and_checked(tmp_path):
     # the server (no decode, no core, no commits), so its CPU per answer is lower
     assert values["floor_heartbeats_answered_per_s"] > 0.5 * values["heartbeats_offered_per_s"], values
     assert 0 < values["floor_cpu_per_request_us"] < values["server_cpu_per_request_us"]
+    assert 0 < values["floor_system_cpu_per_request_us"] < values["floor_cpu_per_request_us"]
+    assert values["floor_heartbeat_latency_ms_p99"] > 0 and values["floor_settle_heartbeat_latency_ms_p99"] > 0
+    assert values["settle_heartbeat_latency_ms_p99"] > 0
+    assert 0 < values["driver_cpu_percent"] <= 100 and 0 < values["floor_driver_cpu_percent"] <= 100
+    assert values["driver_gc_longest_pause_ms"] >= 0 and values["floor_driver_gc_longest_pause_ms"] >= 0
+    assert "s after 1 s of settling" in out.stdout
     assert values["server_cpu_per_request_vs_floor"] > 1
     assert values["rss_mb_start"] > 0 and values["rss_mb_max"] >= values["rss_mb_end"]
     assert values["gc_longest_pause_ms"] >= 0
@@ -59,3 +65,5 @@ def test_bad_arguments_are_refused_in_one_line():
     assert "--groups: expected a whole number of at least 1, got '0'" in out.stderr
     out = bench_load("--groups", "1", "--members", "1", "--floor-duration", "-1")
     assert out.returncode == 2 and "--floor-duration: expected seconds, at least 0, got '-1'" in out.stderr, out.stderr
+    out = bench_load("--groups", "1", "--members", "1", "--settle", "soon")
+    assert out.returncode == 2 and "--settle: expected seconds, at least 0, got 'soon'" in out.stderr, out.stderr
