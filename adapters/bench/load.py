@@ -434,7 +434,7 @@ async def _drive(args: argparse.Namespace, server: ServerProcess, port: int) -> 
         members, join_ms, member_ids = await _form(conns, groups, args.members, waves, tally, 0.5, schedule)
         form_s = time.monotonic() - formed_at
         settle_collector()  # the members and their connections, long-lived from here on
-        settle_p99_ms = await _settle(tally, args.settle)
+        settle_latencies = await _settle(tally, args.settle)
         window = await _window(server, tally, schedule, members, args.duration, 60, pauses)
         checks = await _check(port, member_ids, members)
         for conn in conns:
@@ -443,18 +443,20 @@ async def _drive(args: argparse.Namespace, server: ServerProcess, port: int) -> 
         pauses.stop()
         unsettle_collector(threshold)
     return {"tally": tally, **window, "form_s": form_s, "join_ms": sorted(join_ms), "checks": checks,
-            "waves": waves, "connections": len(conns), "floor": floor, "settle_p99_ms": settle_p99_ms}
+            "waves": waves, "connections": len(conns), "floor": floor,
+            "settle_p99_ms": _percentile(sorted(settle_latencies), 0.99) * 1000}
 
 
-async def _settle(tally: Tally, seconds: float) -> float:
+async def _settle(tally: Tally, seconds: float) -> array:
     """``seconds`` of load before a window, so that it starts in the steady state (the burst of
-    the members' first requests, or what forming left queued, drained): the heartbeats' p99 in
-    that time (ms; nan if none), then the tally starts afresh."""
+    the members' first requests, or what forming left queued, drained): the heartbeats'
+    latencies in that time (sorted only once the run is over: the driver must not stall), then
+    the tally starts afresh."""
     tally.recording = True
     await asyncio.sleep(seconds)
-    p99_ms = _percentile(sorted(tally.latency_s["heartbeat"]), 0.99) * 1000
+    latencies = tally.latency_s["heartbeat"]
     tally.restart()
-    return p99_ms
+    return latencies
 
 
 async def _window(server: "ServerProcess", tally: Tally, schedule: Schedule, members: list[Member],
@@ -463,18 +465,21 @@ async def _window(server: "ServerProcess", tally: Tally, schedule: Schedule, mem
     last requests are awaited (up to ``drain_s``): the reports before and after, the window's
     length, requests still unanswered, and the driver's own CPU percent and longest collector
     pause in the window (a busy or paused driver reads answers late: its delay adds to the
-    latencies it measures)."""
-    before = server.mark()
+    latencies it measures). The server's reports are awaited in a thread: the driver's loop goes
+    on sending and reading meanwhile (a busy server takes a while to report)."""
+    loop = asyncio.get_running_loop()
     tally.recording = True
     pauses.longest_since_mark_ms = 0.0
     started, driver_cpu_s = time.monotonic(), time.process_time()
+    mark = loop.run_in_executor(None, server.mark)
     await asyncio.sleep(seconds)
     schedule.stop()
     tally.recording = False
     window_s = time.monotonic() - started
     driver_cpu_percent = (time.process_time() - driver_cpu_s) / window_s * 100
     driver_gc_ms = pauses.longest_since_mark_ms
-    after = server.mark()
+    before = await mark
+    after = await loop.run_in_executor(None, server.mark)
     for member in members:
         member.stopping = True
     deadline = time.monotonic() + drain_s
@@ -505,7 +510,7 @@ async def _floor_window(args: argparse.Namespace, server: "ServerProcess", conne
             schedule.add(member)
     settle_collector()
     schedule.run()
-    settle_p99_ms = await _settle(tally, args.settle)  # every member's first heartbeat leaves at once
+    settle_latencies = await _settle(tally, args.settle)  # every member's first heartbeat leaves at once
     window = await _window(server, tally, schedule, members, args.floor_duration, 30, pauses)
     for conn in conns:
         conn.transport.close()
@@ -515,9 +520,11 @@ async def _floor_window(args: argparse.Namespace, server: "ServerProcess", conne
     system_s = after["system_s"] - before["system_s"]
     return {"cpu_per_request_us": cpu_s / requests * 1e6 if requests else float("nan"),
             "system_cpu_per_request_us": system_s / requests * 1e6 if requests else float("nan"),
-            "answered_per_s": tally.heartbeats / window_s, "cpu_percent": cpu_s / window_s * 100,
+            "answered_per_s": tally.heartbeats / window_s,
+            "cpu_percent": cpu_s / (after["t_s"] - before["t_s"]) * 100,  # between its own reports
             "latency_ms_p99": _percentile(sorted(tally.latency_s["heartbeat"]), 0.99) * 1000,
-            "settle_latency_ms_p99": settle_p99_ms, "driver_cpu_percent": window["driver_cpu_percent"],
+            "settle_latency_ms_p99": _percentile(sorted(settle_latencies), 0.99) * 1000,
+            "driver_cpu_percent": window["driver_cpu_percent"],
             "driver_gc_longest_pause_ms": window["driver_gc_longest_pause_ms"]}
 
 
@@ -571,7 +578,7 @@ def _report(args: argparse.Namespace, run: dict, stats: list[dict], steps: list[
              ("errors", sum(tally.errors.values()), "answers"),
              ("session_expiries", final["expiries"], "members"),
              ("requests_unanswered_at_end", run["unanswered"], "requests"),
-             ("server_cpu_percent", cpu_s / window_s * 100, "%"),
+             ("server_cpu_percent", cpu_s / (after["t_s"] - before["t_s"]) * 100, "%"),  # between its reports
              ("server_cpu_per_request_us", per_request_us, "us"),
              ("driver_cpu_percent", run["driver_cpu_percent"], "%"),
              ("driver_gc_longest_pause_ms", run["driver_gc_longest_pause_ms"], "ms"),
