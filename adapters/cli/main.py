@@ -94,6 +94,17 @@ def build_parser() -> Parser:
     q.add_argument("--quick", action="store_true", help="200 groups and up to 10 members joining (for smoke tests)")
     q.add_argument("--groups", type=parsing.number(int, 1, "a whole number of at least 1"), default=None,
                    help="the simulator's groups in the trace (default 100000; 200 with --quick)")
+    q = bench.add_parser("frames", help="the server's own Python path per heartbeat (frames handed to the "
+                                        "connection, no sockets) with one group and with many: what a large "
+                                        "heap costs in cache misses")
+    q.add_argument("--groups", type=parsing.number(int, 1, "a whole number of at least 1"), default=10_000,
+                   help="groups of the large run (default 10000)")
+    q.add_argument("--members", type=parsing.number(int, 1, "a whole number of at least 1"), default=10,
+                   help="members of each group (default 10)")
+    q.add_argument("--heartbeats", type=parsing.number(int, 1, "a whole number of at least 1"), default=200_000,
+                   help="heartbeats in each round (default 200000)")
+    q.add_argument("--rounds", type=parsing.number(int, 1, "a whole number of at least 1"), default=3,
+                   help="rounds of each run; the median is printed (default 3)")
     q = bench.add_parser("load", help="many groups of consumers against one server process held on one CPU: "
                                       "answered rates, latencies, CPU per request against the core's step, RSS, GC")
     whole = parsing.number(int, 1, "a whole number of at least 1")
@@ -200,6 +211,10 @@ def _run(args) -> int:
         from groupcoord.testing.startup_bench import run_fixture_bench
 
         return run_fixture_bench(starts=args.starts, cold=args.cold)
+    if args.command == "bench" and args.target == "frames":
+        from groupcoord.adapters.bench.frames import run_frames_bench
+
+        return run_frames_bench(args.groups, args.members, args.heartbeats, args.rounds)
     if args.command == "bench" and args.target == "load":
         from groupcoord.adapters.bench.load import run_load_bench
 

@@ -1,0 +1,29 @@
+"""``groupcoord bench frames`` (adapters/bench/frames.py), run small: groups formed through the
+server's core, every heartbeat answered, the two runs' figures and their ratio printed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+
+def bench_frames(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "groupcoord.adapters.cli.main", "bench", "frames", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_heartbeat_frames_with_few_and_many_members_are_answered_and_timed():
+    out = bench_frames("--groups", "40", "--members", "5", "--heartbeats", "3000", "--rounds", "2")
+    assert out.returncode == 0, out.stdout + out.stderr
+    values = {l["name"]: l["value"] for l in map(json.loads, (l for l in out.stdout.splitlines() if l.startswith("{")))}
+    few = values["server_python_us_per_heartbeat_5_members"]
+    many = values["server_python_us_per_heartbeat_200_members"]
+    assert 0 < few < 1000 and 0 < many < 1000, values
+    assert abs(values["many_vs_few_members"] - many / few) < 0.01, values
+
+
+def test_bad_arguments_are_refused_in_one_line():
+    out = bench_frames("--groups", "0")
+    assert out.returncode == 2
+    assert "--groups: expected a whole number of at least 1, got '0'" in out.stderr
