@@ -11,7 +11,8 @@ says what that costs.
 
 The groups are formed through the server's core (JoinGroup and SyncGroup events, static
 members) and every member then sends its heartbeat, in a shuffled order, over a connection
-shared by six members as in ``bench load``.
+shared by six members as in ``bench load``. Both servers live in one process and their rounds
+alternate, so the machine's drift falls on both alike.
 """
 
 from __future__ import annotations
@@ -92,48 +93,62 @@ def _form(server: GroupServer, groups: int, members: int) -> list[tuple[str, str
     return formed
 
 
-async def _measure(groups: int, members: int, heartbeats: int, rounds: int) -> dict[str, float]:
+async def _server(groups: int, members: int, heartbeats: int) -> tuple[GroupServer, list, list]:
+    """A server holding ``groups`` Stable groups, and one round of their heartbeat frames:
+    (the server, [(a connection's data_received, frame)], the connections' transports)."""
     config = CoordinatorConfig(group_initial_rebalance_delay_ms=0, advertised_host="127.0.0.1")
     server = GroupServer(config, apis.TopicCatalog({"bench": members}),
                          options=ServerOptions(host="127.0.0.1", port=0), storage=MemoryStorage(),
                          log=Log(sys.stderr, level="warning"))
     await server.start()
+    transports, frames = [], []
+    for i, (group_id, member_id, generation) in enumerate(_form(server, groups, members)):
+        if i % MEMBERS_PER_CONNECTION == 0:
+            conn = Connection(server.listener)
+            transports.append(CountingTransport(conn))
+            conn.connection_made(transports[-1])
+        body = kc.request_body(12, HEARTBEAT_VERSION,
+                               {"group_id": group_id, "generation_id": generation, "member_id": member_id})
+        frames.append((conn.data_received, bytes(kc.encode_request(12, HEARTBEAT_VERSION, i, "bench-frames", body))))
+    random.Random(7).shuffle(frames)
+    return server, (frames * (heartbeats // len(frames) + 1))[:heartbeats], transports
+
+
+def _round(frames: list) -> float:
+    """CPU µs per heartbeat for one round of ``frames``."""
+    started = time.process_time()
+    for data_received, frame in frames:
+        data_received(frame)
+    return (time.process_time() - started) / len(frames) * 1e6
+
+
+async def _measure(groups: int, members: int, heartbeats: int, rounds: int) -> tuple[float, float]:
+    """Median CPU µs per heartbeat with one group and with ``groups``, their rounds alternated
+    (the machine's drift falls on both alike)."""
+    few, many = await _server(1, members, heartbeats), await _server(groups, members, heartbeats)
     try:
-        formed = _form(server, groups, members)
         settle_collector()  # as `groupcoord serve` does once started
-        transports, frames = [], []
-        for i, (group_id, member_id, generation) in enumerate(formed):
-            if i % MEMBERS_PER_CONNECTION == 0:
-                conn = Connection(server.listener)
-                transports.append(CountingTransport(conn))
-                conn.connection_made(transports[-1])
-            body = kc.request_body(12, HEARTBEAT_VERSION,
-                                   {"group_id": group_id, "generation_id": generation, "member_id": member_id})
-            frames.append((conn.data_received, bytes(kc.encode_request(12, HEARTBEAT_VERSION, i, "bench-frames", body))))
-        random.Random(7).shuffle(frames)
-        frames = (frames * (heartbeats // len(frames) + 1))[:heartbeats]
-        per_heartbeat = []
+        timings: tuple[list, list] = ([], [])
         for _ in range(rounds):
-            started = time.process_time()
-            for data_received, frame in frames:
-                data_received(frame)
-            per_heartbeat.append((time.process_time() - started) / len(frames) * 1e6)
-        answered = sum(t.writes for t in transports)
-        if answered != rounds * len(frames):
-            raise RuntimeError(f"bench frames: {answered} answers to {rounds * len(frames)} heartbeats")
-        return {"us": statistics.median(per_heartbeat), "members": len(formed)}
+            for run, timing in zip((few, many), timings):
+                timing.append(_round(run[1]))
+        for (_, frames, transports), timing in zip((few, many), timings):
+            answered = sum(t.writes for t in transports)
+            if answered != len(timing) * len(frames):
+                raise RuntimeError(f"bench frames: {answered} answers to {len(timing) * len(frames)} heartbeats")
+        return statistics.median(timings[0]), statistics.median(timings[1])
     finally:
-        await server.shutdown("bench finished")
+        for server, _frames, _transports in (few, many):
+            await server.shutdown("bench finished")
 
 
 def run_frames_bench(groups: int, members: int, heartbeats: int, rounds: int) -> int:
-    small = asyncio.run(_measure(1, members, heartbeats, rounds))
-    large = asyncio.run(_measure(groups, members, heartbeats, rounds))
-    rows = [(f"server_python_us_per_heartbeat_{small['members']}_members", small["us"], "us"),
-            (f"server_python_us_per_heartbeat_{large['members']}_members", large["us"], "us"),
-            ("many_vs_few_members", large["us"] / small["us"], "x")]
+    few_us, many_us = asyncio.run(_measure(groups, members, heartbeats, rounds))
+    rows = [(f"server_python_us_per_heartbeat_{members}_members", few_us, "us"),
+            (f"server_python_us_per_heartbeat_{groups * members}_members", many_us, "us"),
+            ("many_vs_few_members", many_us / few_us, "x")]
     print(f"bench frames: heartbeat frames through Connection.data_received (no sockets), "
-          f"{heartbeats} per round, median of {rounds} rounds of CPU time")
+          f"{heartbeats} per round, median of {rounds} alternated rounds of CPU time")
     width = max(len(name) for name, _v, _u in rows)
     for name, value, unit in rows:
         print(f"{name:<{width}}  {value:>10,.2f} {unit}")

@@ -103,8 +103,8 @@ def build_parser() -> Parser:
                    help="members of each group (default 10)")
     q.add_argument("--heartbeats", type=parsing.number(int, 1, "a whole number of at least 1"), default=200_000,
                    help="heartbeats in each round (default 200000)")
-    q.add_argument("--rounds", type=parsing.number(int, 1, "a whole number of at least 1"), default=3,
-                   help="rounds of each run; the median is printed (default 3)")
+    q.add_argument("--rounds", type=parsing.number(int, 1, "a whole number of at least 1"), default=5,
+                   help="rounds of each, alternated; the medians are printed (default 5)")
     q = bench.add_parser("load", help="many groups of consumers against one server process held on one CPU: "
                                       "answered rates, latencies, CPU per request against the core's step, RSS, GC")
     whole = parsing.number(int, 1, "a whole number of at least 1")
