@@ -402,6 +402,21 @@ async def _check(port: int, member_ids: dict[str, list[str]], members: list[Memb
         await client.close()
 
 
+def _p99_ms(latencies_s) -> float:
+    """The 99th percentile of latencies in seconds, in ms (nan if none)."""
+    return _percentile(sorted(latencies_s), 0.99) * 1000
+
+
+def _server_cpu(before: dict, after: dict, requests: int) -> dict[str, float]:
+    """The server's CPU between two of its reports: per request, its kernel part per request,
+    and as a share of the time between the reports."""
+    cpu_s = after["cpu_s"] - before["cpu_s"]
+    system_s = after["system_s"] - before["system_s"]
+    return {"cpu_s": cpu_s, "cpu_per_request_us": cpu_s / requests * 1e6 if requests else float("nan"),
+            "system_cpu_per_request_us": system_s / requests * 1e6 if requests else float("nan"),
+            "cpu_percent": cpu_s / (after["t_s"] - before["t_s"]) * 100}
+
+
 def _percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -444,7 +459,7 @@ async def _drive(args: argparse.Namespace, server: ServerProcess, port: int) -> 
         unsettle_collector(threshold)
     return {"tally": tally, **window, "form_s": form_s, "join_ms": sorted(join_ms), "checks": checks,
             "waves": waves, "connections": len(conns), "floor": floor,
-            "settle_p99_ms": _percentile(sorted(settle_latencies), 0.99) * 1000}
+            "settle_p99_ms": _p99_ms(settle_latencies)}
 
 
 async def _settle(tally: Tally, seconds: float) -> array:
@@ -514,16 +529,11 @@ async def _floor_window(args: argparse.Namespace, server: "ServerProcess", conne
     window = await _window(server, tally, schedule, members, args.floor_duration, 30, pauses)
     for conn in conns:
         conn.transport.close()
-    before, after, window_s = window["before"], window["after"], window["window_s"]
-    requests = after["floor_requests"] - before["floor_requests"]
-    cpu_s = after["cpu_s"] - before["cpu_s"]
-    system_s = after["system_s"] - before["system_s"]
-    return {"cpu_per_request_us": cpu_s / requests * 1e6 if requests else float("nan"),
-            "system_cpu_per_request_us": system_s / requests * 1e6 if requests else float("nan"),
-            "answered_per_s": tally.heartbeats / window_s,
-            "cpu_percent": cpu_s / (after["t_s"] - before["t_s"]) * 100,  # between its own reports
-            "latency_ms_p99": _percentile(sorted(tally.latency_s["heartbeat"]), 0.99) * 1000,
-            "settle_latency_ms_p99": _percentile(sorted(settle_latencies), 0.99) * 1000,
+    before, after = window["before"], window["after"]
+    return {**_server_cpu(before, after, after["floor_requests"] - before["floor_requests"]),
+            "answered_per_s": tally.heartbeats / window["window_s"],
+            "latency_ms_p99": _p99_ms(tally.latency_s["heartbeat"]),
+            "settle_latency_ms_p99": _p99_ms(settle_latencies),
             "driver_cpu_percent": window["driver_cpu_percent"],
             "driver_gc_longest_pause_ms": window["driver_gc_longest_pause_ms"]}
 
@@ -554,10 +564,10 @@ def _report(args: argparse.Namespace, run: dict, stats: list[dict], steps: list[
             server_cpu: int | None) -> int:
     tally: Tally = run["tally"]
     window_s, before, after = run["window_s"], run["before"], run["after"]
-    cpu_s = after["cpu_s"] - before["cpu_s"]
     requests = after["requests"] - before["requests"]
+    server = _server_cpu(before, after, requests)
+    cpu_s, per_request_us = server["cpu_s"], server["cpu_per_request_us"]
     core_step_us = min(steps) if steps else float("nan")
-    per_request_us = cpu_s / requests * 1e6 if requests else float("nan")
     members = args.groups * args.members
     rows: list[tuple[str, float, str]] = [
         ("join_to_stable_s_all", run["form_s"], "s"),
@@ -578,12 +588,11 @@ def _report(args: argparse.Namespace, run: dict, stats: list[dict], steps: list[
              ("errors", sum(tally.errors.values()), "answers"),
              ("session_expiries", final["expiries"], "members"),
              ("requests_unanswered_at_end", run["unanswered"], "requests"),
-             ("server_cpu_percent", cpu_s / (after["t_s"] - before["t_s"]) * 100, "%"),  # between its reports
+             ("server_cpu_percent", server["cpu_percent"], "%"),
              ("server_cpu_per_request_us", per_request_us, "us"),
              ("driver_cpu_percent", run["driver_cpu_percent"], "%"),
              ("driver_gc_longest_pause_ms", run["driver_gc_longest_pause_ms"], "ms"),
-             ("server_system_cpu_per_request_us",
-              (after["system_s"] - before["system_s"]) / requests * 1e6 if requests else float("nan"), "us"),
+             ("server_system_cpu_per_request_us", server["system_cpu_per_request_us"], "us"),
              ("answers_per_write", requests / (after["writes"] - before["writes"])
               if after["writes"] > before["writes"] else float("nan"), "answers"),
              ("core_heartbeat_step_us", core_step_us, "us"),
