@@ -125,20 +125,22 @@ def _round(frames: list) -> float:
 async def _measure(groups: int, members: int, heartbeats: int, rounds: int) -> tuple[float, float]:
     """Median CPU µs per heartbeat with one group and with ``groups``, their rounds alternated
     (the machine's drift falls on both alike)."""
-    few, many = await _server(1, members, heartbeats), await _server(groups, members, heartbeats)
+    runs = []  # the few members' server, then the many's: each stopped even if the other failed
     try:
+        for n in (1, groups):
+            runs.append(await _server(n, members, heartbeats))
         settle_collector()  # as `groupcoord serve` does once started
         timings: tuple[list, list] = ([], [])
         for _ in range(rounds):
-            for run, timing in zip((few, many), timings):
-                timing.append(_round(run[1]))
-        for (_, frames, transports), timing in zip((few, many), timings):
+            for (_, frames, _transports), timing in zip(runs, timings):
+                timing.append(_round(frames))
+        for (_, frames, transports), timing in zip(runs, timings):
             answered = sum(t.writes for t in transports)
             if answered != len(timing) * len(frames):
                 raise RuntimeError(f"bench frames: {answered} answers to {len(timing) * len(frames)} heartbeats")
         return statistics.median(timings[0]), statistics.median(timings[1])
     finally:
-        for server, _frames, _transports in (few, many):
+        for server, _frames, _transports in runs:
             await server.shutdown("bench finished")
 
 
