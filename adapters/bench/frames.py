@@ -4,7 +4,7 @@ and with many, in one process and one run.
 ``bench load`` measures a heartbeat end to end (sockets, the kernel, asyncio's loop); this
 measures only what the server adds: a heartbeat frame handed to ``Connection.data_received``
 (the asyncio callback), read, handed to the core, its timer applied and its answer encoded and
-written, to a transport that only counts what it is given. With 100,000 members the objects a
+written at the loop's next turn, to a transport that only counts what it is given. With 100,000 members the objects a
 heartbeat touches (its connection, group, member, timer entry, the dictionaries that hold
 them) are spread over a large heap and seldom in the CPU's caches; the ratio against one group
 says what that costs.
@@ -36,20 +36,33 @@ from groupcoord.core import events as ev
 from groupcoord.core.config import CoordinatorConfig
 
 MEMBERS_PER_CONNECTION = 6
+FRAMES_PER_TURN = 16  # connections read in one turn of the loop, whose answers are then written
 HEARTBEAT_VERSION = 4
 
 
 class CountingTransport:
-    """Takes the answers and counts them; the peer address a connection asks for at its start;
-    closed, it tells its connection so, as asyncio's transports do."""
+    """Keeps what it is given; the peer address a connection asks for at its start; closed, it
+    tells its connection so, as asyncio's transports do."""
 
     def __init__(self, protocol: Connection) -> None:
         self.protocol = protocol
-        self.writes = 0
+        self.written = bytearray()
         self.closed = False
 
     def write(self, data: bytes) -> None:
-        self.writes += 1
+        self.written += data
+
+    def take_answers(self) -> tuple[int, int]:
+        """(answers written since the last call, those with an error code): Heartbeat v4
+        answers, each size, correlation id, header tags, throttle time, error code, tags."""
+        data, self.written = self.written, bytearray()
+        answers = errors = at = 0
+        while at < len(data):
+            size = int.from_bytes(data[at:at + 4], "big")
+            answers += 1
+            errors += data[at + 13:at + 15] != b"\x00\x00"
+            at += 4 + size
+        return answers, errors
 
     def get_extra_info(self, name: str, default=None):
         return ("127.0.0.1", 40000) if name == "peername" else default
@@ -114,11 +127,15 @@ async def _server(groups: int, members: int, heartbeats: int) -> tuple[GroupServ
     return server, (frames * (heartbeats // len(frames) + 1))[:heartbeats], transports
 
 
-def _round(frames: list) -> float:
-    """CPU µs per heartbeat for one round of ``frames``."""
+async def _round(frames: list) -> float:
+    """CPU µs per heartbeat for one round of ``frames``, read ``FRAMES_PER_TURN`` to a turn of
+    the event loop (the server writes a turn's answers at the start of the next)."""
     started = time.process_time()
-    for data_received, frame in frames:
+    for i, (data_received, frame) in enumerate(frames, 1):
         data_received(frame)
+        if i % FRAMES_PER_TURN == 0:
+            await asyncio.sleep(0)
+    await asyncio.sleep(0)
     return (time.process_time() - started) / len(frames) * 1e6
 
 
@@ -132,12 +149,13 @@ async def _measure(groups: int, members: int, heartbeats: int, rounds: int) -> t
         settle_collector()  # as `groupcoord serve` does once started
         timings: tuple[list, list] = ([], [])
         for _ in range(rounds):
-            for (_, frames, _transports), timing in zip(runs, timings):
-                timing.append(_round(frames))
-        for (_, frames, transports), timing in zip(runs, timings):
-            answered = sum(t.writes for t in transports)
-            if answered != len(timing) * len(frames):
-                raise RuntimeError(f"bench frames: {answered} answers to {len(timing) * len(frames)} heartbeats")
+            for (_, frames, transports), timing in zip(runs, timings):
+                timing.append(await _round(frames))
+                answered = [t.take_answers() for t in transports]
+                answers, errors = sum(a for a, _e in answered), sum(e for _a, e in answered)
+                if answers != len(frames) or errors:
+                    raise RuntimeError(f"bench frames: {answers} answers ({errors} with an error) "
+                                       f"to {len(frames)} heartbeats")
         return statistics.median(timings[0]), statistics.median(timings[1])
     finally:
         for server, _frames, _transports in runs:

@@ -94,6 +94,19 @@ class Listener:
         self.stats = {"requests": 0, "connections": 0, "writes": 0}  # writes: answers written, alone or together
         self._next_conn = 0
         self._tcp: asyncio.base_events.Server | None = None
+        self._to_flush: list[Connection] = []  # connections with answers to write at the next turn's start
+
+    def flush_soon(self, conn: Connection) -> None:
+        """``conn``'s answers go out at the start of the loop's next turn, with those of every
+        connection this turn answered."""
+        if not self._to_flush:
+            self.loop.call_soon(self._flush)
+        self._to_flush.append(conn)
+
+    def _flush(self) -> None:
+        conns, self._to_flush = self._to_flush, []
+        for conn in conns:
+            conn.flush()
 
     async def bind(self) -> int:
         """Bind the listening socket (not accepting yet); returns the bound port. After a crash,
@@ -197,10 +210,13 @@ class Listener:
 class Connection(asyncio.Protocol):
     """One client connection: frames in, one request at a time, responses in order.
 
-    The answers given while the frames of one read are handled are written together, once they
-    are all handled: one ``send`` system call instead of one per answer (a connection that carries
-    several requests at once: a pipelining client, or the members ``bench load`` puts on one
-    connection). On loopback the kernel's part of a heartbeat is ~40 % of its CPU."""
+    Answers are not written as they are given but at the start of the loop's next turn, every
+    connection's together (``Listener.flush_soon``):
+    * a connection's answers of one turn go in one ``send`` system call, not one per answer
+      (a pipelining client, or the members ``bench load`` puts on one connection);
+    * on loopback the ``send`` also wakes the client's process, which, woken for each answer
+      apart, took ~3 µs more of the server's kernel time per answer than when the answers of a
+      turn go out back to back (spec/benchmarks.md). The wait is the rest of the turn."""
 
     def __init__(self, listener: Listener) -> None:
         self.listener = listener
@@ -208,7 +224,8 @@ class Connection(asyncio.Protocol):
         self.busy = False
         self.closed = False
         self.in_pump = False
-        self.unsent: list[bytes] = []  # answers given during the pump, written when it ends
+        self.unsent: list[bytes] = []  # answers given, written at the start of the loop's next turn
+        self.flush_queued = False  # this connection is in its listener's flush list
         self.paused = False
         self.abandoned = False
         self.pending_rid: tuple | None = None
@@ -246,8 +263,6 @@ class Connection(asyncio.Protocol):
                     self._take(data[4:])
                 finally:
                     self.in_pump = False
-                if self.unsent:
-                    self._write_unsent()
                 self.listener.changes.changed()
                 return
         self.buf += data
@@ -296,16 +311,17 @@ class Connection(asyncio.Protocol):
                     self.transport.resume_reading()
         finally:
             self.in_pump = False
-        if self.unsent:
-            self._write_unsent()
         self.listener.changes.changed()
 
-    def _write_unsent(self) -> None:
+    def flush(self) -> None:
+        """Write the answers given so far, in one ``send``."""
+        self.flush_queued = False
         unsent = self.unsent
-        self.unsent = []
-        if not self.closed:
-            self.listener.stats["writes"] += 1
-            self.transport.write(unsent[0] if len(unsent) == 1 else b"".join(unsent))
+        if unsent:
+            self.unsent = []
+            if not self.closed:
+                self.listener.stats["writes"] += 1
+                self.transport.write(unsent[0] if len(unsent) == 1 else b"".join(unsent))
 
     def _take(self, frame: bytes) -> None:
         """Hand one request frame to the request handler (called with ``in_pump`` set)."""
@@ -332,11 +348,10 @@ class Connection(asyncio.Protocol):
     def send(self, data: bytes | None) -> None:
         """The answer to the current request (None: a request Kafka does not answer)."""
         if not self.closed and data is not None:
-            if self.in_pump:
-                self.unsent.append(data)
-            else:
-                self.listener.stats["writes"] += 1
-                self.transport.write(data)
+            self.unsent.append(data)
+            if not self.flush_queued:
+                self.flush_queued = True
+                self.listener.flush_soon(self)
             if self.listener.log.threshold <= 10:
                 self.listener.log("debug", "response", conn=self.id, correlation_id=self.correlation_id, size=len(data))
         if self.listener.track_requests and self.correlation_id is not None:
@@ -363,8 +378,8 @@ class Connection(asyncio.Protocol):
 
     def close(self) -> None:
         if not self.closed:
-            if self.unsent and self.transport is not None:
-                self._write_unsent()  # answers given before the request that closes it go first, as in Kafka
+            if self.transport is not None:
+                self.flush()  # answers given before the request that closes it go first, as in Kafka
             self.closed = True
             if self.transport is not None:
                 self.transport.close()

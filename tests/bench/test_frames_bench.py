@@ -27,3 +27,19 @@ def test_bad_arguments_are_refused_in_one_line():
     out = bench_frames("--groups", "0")
     assert out.returncode == 2
     assert "--groups: expected a whole number of at least 1, got '0'" in out.stderr
+
+
+def test_answers_are_counted_with_their_errors():
+    """The bench fails unless every heartbeat has an answer without an error: the counting sees both."""
+    from groupcoord.adapters.bench.frames import CountingTransport
+    from groupcoord.adapters.protocol import codec as kc
+
+    def answer(correlation_id: int, error_code: int) -> bytes:
+        body = kc.response_body(12, 4, {"throttle_time_ms": 0, "error_code": error_code})
+        return kc.encode_response(12, 4, correlation_id, body)
+
+    transport = CountingTransport(None)
+    transport.write(answer(1, 0) + answer(2, 22))  # ILLEGAL_GENERATION
+    transport.write(answer(3, 0))
+    assert transport.take_answers() == (3, 1)
+    assert transport.take_answers() == (0, 0)

@@ -6,6 +6,7 @@ server what it did with a request (``track_requests``) instead of sleeping."""
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import struct
 import uuid
@@ -545,6 +546,57 @@ def test_the_answers_to_frames_read_together_are_written_together_in_order(serve
     assert [int.from_bytes(a[:4], "big") for a in answers] == [7, 8, 9]
     assert after["requests"] - before["requests"] == 3
     assert after["writes"] - before["writes"] == 1
+
+
+class _RecordingTransport:
+    """A connection's transport that keeps what is written to it; closed, it tells the connection."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.protocol = None
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def get_extra_info(self, name: str, default=None):
+        return ("127.0.0.1", 40000) if name == "peername" else default
+
+    def close(self) -> None:
+        if self.protocol is not None:
+            self.protocol, protocol = None, self.protocol
+            protocol.connection_lost(None)
+
+    abort = close
+
+
+def test_the_answers_of_one_loop_turn_go_out_together_at_the_next_turns_start():
+    """Each connection's answers wait for the end of the turn that read their requests: on
+    loopback a send also wakes the client, cheaper for answers sent back to back."""
+    from groupcoord.adapters.storage.memory import MemoryStorage
+    from groupcoord.adapters.wire.listener import Connection
+    from groupcoord.adapters.wire.log import Log
+    from groupcoord.adapters.wire.options import ServerOptions
+    from groupcoord.adapters.wire.server import GroupServer
+
+    async def main():
+        s = GroupServer(CONFIG, apis.TopicCatalog({"t6": 6}), options=ServerOptions(host="127.0.0.1", port=0),
+                        storage=MemoryStorage(), log=Log(io.StringIO(), level="warning"))
+        await s.start()
+        try:
+            transports = [_RecordingTransport() for _ in range(2)]
+            for cid, transport in enumerate(transports):
+                conn = transport.protocol = Connection(s.listener)
+                conn.connection_made(transport)
+                conn.data_received(kc.encode_request(18, 0, cid, "c", kc.request_body(18, 0, {})))
+            written_in_turn = [list(t.writes) for t in transports]
+            await asyncio.sleep(0)  # the next turn
+            return written_in_turn, [t.writes for t in transports]
+        finally:
+            await s.shutdown("test finished")
+
+    written_in_turn, written_next = run(main())
+    assert written_in_turn == [[], []]
+    assert [[int.from_bytes(w[4:8], "big") for w in writes] for writes in written_next] == [[0], [1]]
 
 
 def test_answers_before_a_frame_that_closes_the_connection_are_still_written(server):
