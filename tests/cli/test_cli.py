@@ -76,6 +76,8 @@ def test_bench_core_prints_json_lines_last():
     assert ratios["name"] == "ratios" and ratios["rounds"] == 3
     assert ratios["commit_vs_heartbeat"] > 1 and ratios["mix_vs_heartbeat"] > 1, ratios
     assert f"a heartbeat step: {ratios['commit_vs_heartbeat']:.2f}x" in result.stdout
+    # the values a commit and its acknowledgement build cost something, and less than all of it
+    assert 0 < ratios["commit_values_vs_heartbeat"] < ratios["commit_vs_heartbeat"], ratios
     # what the numbers must show, as ratios within this run: a heartbeat does no work that
     # grows with its group (1000 members cost about what 10 do), and is cheaper than a commit
     # with its write

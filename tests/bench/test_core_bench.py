@@ -1,0 +1,41 @@
+"""``bench core``'s floor under a commit (adapters/bench/core.py, ``bench_commit_values``):
+the values it builds are those a real one-partition commit and its acknowledgement build."""
+
+from __future__ import annotations
+
+from groupcoord.adapters.bench.core import _commit, bench_commit_values, stable_group
+from groupcoord.core import events as ev
+from groupcoord.core.commands import (
+    HeartbeatTimer,
+    OffsetCommitRecord,
+    OffsetCommitResponse,
+    PartitionResult,
+    Respond,
+    SetTimer,
+    TopicResult,
+    Write,
+)
+from groupcoord.core.continuations import UndoOffsets
+from groupcoord.core.model import OffsetEntry
+from groupcoord.core.writes import PendingWrite
+
+
+def test_the_commit_floor_builds_the_values_a_real_commit_builds():
+    driver, ids, generation = stable_group(3)
+    coordinator = driver.coordinator
+    commands = coordinator.handle(_commit(("c", 1), 1, ids, generation, driver.now_ms))
+    assert [type(c) for c in commands] == [SetTimer, Write]
+    timer, write = commands
+    assert type(timer.key) is HeartbeatTimer
+    assert [type(r) for r in write.records] == [OffsetCommitRecord]
+    [entry] = coordinator.offsets("g").values()
+    assert type(entry) is OffsetEntry
+    [pending] = coordinator.snapshot().writes.values()
+    assert type(pending) is PendingWrite and [type(c) for c in pending.callbacks] == [UndoOffsets]
+    response = pending.response
+    assert type(response) is OffsetCommitResponse
+    assert [type(t) for t in response.topics] == [TopicResult]
+    assert [type(p) for p in response.topics[0].partitions] == [PartitionResult]
+    [answer] = coordinator.handle(ev.WriteCompleted(now_ms=driver.now_ms, write_id=write.write_id))
+    assert type(answer) is Respond and answer.response is response
+    assert bench_commit_values(1000) > 0
