@@ -281,9 +281,10 @@ def trace_inputs(trace: str, sample_records: int | None = None) -> tuple[Coordin
     return coordinator_config(meta), inputs, records
 
 
-def run_inputs(config: CoordinatorConfig, inputs: list[list], clock=time.perf_counter) -> float:
+def run_inputs(config: CoordinatorConfig, inputs: list[list], clock=time.perf_counter, emitted=None) -> float:
     """Seconds for ``Coordinator.handle`` over each group's inputs, one fresh coordinator per
-    group (and per failover, as a replay makes them)."""
+    group (and per failover, as a replay makes them); ``emitted``, if given, is handed each
+    step's commands."""
     from groupcoord.adapters.replay.engine import starts_instance
 
     load = ev.LoadPartition
@@ -293,7 +294,9 @@ def run_inputs(config: CoordinatorConfig, inputs: list[list], clock=time.perf_co
         for e in events:
             if type(e) is load and starts_instance(coordinator, e.partition):
                 coordinator = Coordinator(config)
-            coordinator.handle(e)
+            commands = coordinator.handle(e)
+            if emitted is not None:
+                emitted(commands)
     return clock() - started
 
 

@@ -22,7 +22,10 @@
    so ``plain_1``'s own figures are taken without them.
 5. ``core_1`` (engine ``core``, one pinned CPU): the coordinator core alone on the inputs of
    the trace's first files (about ``CORE_SAMPLE_RECORDS`` records, decoded before the clock
-   starts): no checks, no comparison, no I/O. Its cost per record, halved for two perfect
+   starts): no checks, no comparison, no I/O. What any replay pays besides the core is timed
+   too, each part alone (``floor_us_per_record_cpu``: the columns read, the inputs decoded,
+   the core's outputs serialised for comparison): ``floor_vs_core_cpu_per_record`` is a floor
+   under the plain replay's ratio, before any bookkeeping or invariant check. Its cost per record, halved for two perfect
    cores, is the floor under any replay of this core on 2 cores (``ratios``:
    ``core_alone_2core_seconds_per_10M_records``), so the 30-second goal can be judged
    against what the core itself needs.
@@ -118,7 +121,47 @@ def core_alone(trace: str, sample_records: int = CORE_SAMPLE_RECORDS) -> dict:
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu_started
     n_inputs = sum(len(u) for u in inputs)
     return {"records": records, "inputs": n_inputs, "units": len(inputs), "units_with_findings": 0,
-            "seconds": round(seconds, 3), "cpu_seconds": cpu_seconds}
+            "seconds": round(seconds, 3), "cpu_seconds": cpu_seconds,
+            "floor_cpu_seconds": replay_floor_cpu_seconds(trace, records, config, inputs)}
+
+
+def replay_floor_cpu_seconds(trace: str, records: int, config, inputs: list[list]) -> dict[str, float]:
+    """What any replay of these records pays besides the core, each part timed alone: the
+    trace files' columns read (``columns``) and every input record made an event
+    (``decode``), as the plain replay reads and decodes them, and every output the core gives
+    for them serialised for the comparison with its record (``serialise``: the replay's fast
+    comparison, without the comparing). No grouping, bookkeeping or check."""
+    from groupcoord.adapters.bench.core import run_inputs
+    from groupcoord.adapters.replay.partition import _dumps, json_loader
+    from groupcoord.adapters.replay.records import PLAIN_DATA, decode_event, plain_data, plain_default
+    from groupcoord.adapters.replay.trace_files import iter_batches, trace_files
+
+    loads, dumps = json_loader(), _dumps()
+    clock = time.process_time
+    columns_s = decode_s = 0.0
+    read = 0
+    for f in trace_files(trace):
+        if read >= records:
+            break
+        started = clock()
+        batches = list(iter_batches(f))
+        columns_s += clock() - started
+        started = clock()
+        for cols in batches:
+            read += len(cols["seq"])
+            for d, tn, data in zip(cols["dir"], cols["type"], cols["data"]):
+                if d == "in":
+                    decode_event(tn, data, loads)
+        decode_s += clock() - started
+    outputs: list = []
+    run_inputs(config, inputs, emitted=outputs.extend)
+    serialise_s = float("nan")
+    if dumps is not None:
+        started = clock()
+        for command in outputs:
+            dumps(PLAIN_DATA.get(type(command), plain_data)(command), default=plain_default)
+        serialise_s = clock() - started
+    return {"columns": columns_s, "decode": decode_s, "serialise": serialise_s}
 
 
 def measure(kind: str, cores: int, trace: str, warmup: str | None) -> dict:
@@ -145,6 +188,7 @@ def measure(kind: str, cores: int, trace: str, warmup: str | None) -> dict:
     elif kind == "core":
         s = core_alone(trace)
         cpu0, cpu1 = 0.0, s.pop("cpu_seconds")  # the timed loop only, not the decoding before it
+        floor_us = {k: v / s["records"] * 1e6 for k, v in s.pop("floor_cpu_seconds").items()}
     elif kind == "plain":
         if warmup:
             plain_replay(warmup, out + "-warmup", processes=1)
@@ -171,6 +215,8 @@ def measure(kind: str, cores: int, trace: str, warmup: str | None) -> dict:
         result.update(cpu_seconds=round(cpu, 2), records_per_cpu_s=round(s["records"] / cpu),
                       us_per_record_cpu=round(cpu / s["records"] * 1e6, 2),
                       cores_busy=round(cpu / s["seconds"], 2))
+    if kind == "core":
+        result["floor_us_per_record_cpu"] = {k: round(v, 2) for k, v in floor_us.items()}
     if split is not None:
         # each phase's share of the run (clocks in the pinned process), and that share of the
         # run's CPU per record: a CPU shared with other work stretches every phase alike
@@ -225,6 +271,13 @@ def run_replay_bench(records: int = 10_000_000, groups: int = 100_000, members: 
     if {"plain_1", "core_1"} <= cpu.keys():
         # CPU per record of the plain replay (every check) against the core alone (goal <= 2)
         ratios["plain_vs_core_cpu_per_record"] = round(cpu["core_1"] / cpu["plain_1"], 2)
+    core = results.get("core_1")
+    if core and core.get("us_per_record_cpu"):
+        # the core and what any replay pays besides it (the columns read, the inputs decoded, the
+        # outputs serialised for comparison), against the core alone: a floor under the plain
+        # replay's ratio, before any bookkeeping or check
+        ratios["floor_vs_core_cpu_per_record"] = round(
+            1 + sum(core["floor_us_per_record_cpu"].values()) / core["us_per_record_cpu"], 2)
     if {"plain_1", "spark_1"} <= cpu.keys():
         ratios["spark_vs_plain_1core_cpu"] = round(cpu["spark_1"] / cpu["plain_1"], 3)
     if {"plain_2", "spark_2"} <= cpu.keys():
@@ -237,7 +290,6 @@ def run_replay_bench(records: int = 10_000_000, groups: int = 100_000, members: 
     best2 = results.get("spark_2")
     if best2:
         ratios["spark_2core_seconds_per_10M_records"] = round(best2["seconds"] * 10_000_000 / best2["records"], 1)
-    core = results.get("core_1")
     if core:
         # two perfect cores, nothing but the core: no replay of this core on 2 cores is faster
         ratios["core_alone_2core_seconds_per_10M_records"] = round(core["seconds"] * 10_000_000 / core["records"] / 2, 1)

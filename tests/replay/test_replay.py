@@ -301,6 +301,12 @@ def test_bench_replay_quick_smoke(tmp_path):
     assert abs(sum(split["phase_share"].values()) - 1) < 0.01
     ratio = by_name["ratios"]["plain_vs_core_cpu_per_record"]
     assert abs(ratio - plain["us_per_record_cpu"] / core["us_per_record_cpu"]) < 0.05
+    # the floor: the core, and what any replay pays besides it, each timed alone
+    parts = core["floor_us_per_record_cpu"]
+    assert set(parts) == {"columns", "decode", "serialise"} and all(v > 0 for v in parts.values()), parts
+    floor = by_name["ratios"]["floor_vs_core_cpu_per_record"]
+    assert abs(floor - (1 + sum(parts.values()) / core["us_per_record_cpu"])) < 0.05
+    assert 1 < floor < ratio, (floor, ratio)
     goals = next(ln for ln in lines if ln["name"] == "goals")
     # Spark did not run: its goals are unknown, not met
     assert goals == {"name": "goals", "plain_at_most_2x_core": ratio <= 2, "spark_at_least_70pct_of_plain": None,
