@@ -4,17 +4,8 @@ the values it builds are those a real one-partition commit and its acknowledgeme
 from __future__ import annotations
 
 from groupcoord.adapters.bench.core import _commit, bench_commit_values, stable_group
+from groupcoord.core import commands as c
 from groupcoord.core import events as ev
-from groupcoord.core.commands import (
-    HeartbeatTimer,
-    OffsetCommitRecord,
-    OffsetCommitResponse,
-    PartitionResult,
-    Respond,
-    SetTimer,
-    TopicResult,
-    Write,
-)
 from groupcoord.core.continuations import UndoOffsets
 from groupcoord.core.model import OffsetEntry
 from groupcoord.core.writes import PendingWrite
@@ -24,18 +15,18 @@ def test_the_commit_floor_builds_the_values_a_real_commit_builds():
     driver, ids, generation = stable_group(3)
     coordinator = driver.coordinator
     commands = coordinator.handle(_commit(("c", 1), 1, ids, generation, driver.now_ms))
-    assert [type(c) for c in commands] == [SetTimer, Write]
+    assert [type(command) for command in commands] == [c.SetTimer, c.Write]
     timer, write = commands
-    assert type(timer.key) is HeartbeatTimer
-    assert [type(r) for r in write.records] == [OffsetCommitRecord]
+    assert type(timer.key) is c.HeartbeatTimer
+    assert [type(r) for r in write.records] == [c.OffsetCommitRecord]
     [entry] = coordinator.offsets("g").values()
     assert type(entry) is OffsetEntry
     [pending] = coordinator.snapshot().writes.values()
-    assert type(pending) is PendingWrite and [type(c) for c in pending.callbacks] == [UndoOffsets]
+    assert type(pending) is PendingWrite and [type(callback) for callback in pending.callbacks] == [UndoOffsets]
     response = pending.response
-    assert type(response) is OffsetCommitResponse
-    assert [type(t) for t in response.topics] == [TopicResult]
-    assert [type(p) for p in response.topics[0].partitions] == [PartitionResult]
+    assert type(response) is c.OffsetCommitResponse
+    assert [type(t) for t in response.topics] == [c.TopicResult]
+    assert [type(p) for p in response.topics[0].partitions] == [c.PartitionResult]
     [answer] = coordinator.handle(ev.WriteCompleted(now_ms=driver.now_ms, write_id=write.write_id))
-    assert type(answer) is Respond and answer.response is response
+    assert type(answer) is c.Respond and answer.response is response
     assert bench_commit_values(1000) > 0
