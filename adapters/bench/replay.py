@@ -132,11 +132,11 @@ def replay_floor_cpu_seconds(trace: str, records: int, config, inputs: list[list
     for them serialised for the comparison with its record (``serialise``: the replay's fast
     comparison, without the comparing). No grouping, bookkeeping or check."""
     from groupcoord.adapters.bench.core import run_inputs
-    from groupcoord.adapters.replay.partition import _dumps, json_loader
+    from groupcoord.adapters.replay.partition import json_dumper, json_loader
     from groupcoord.adapters.replay.records import PLAIN_DATA, decode_event, plain_data, plain_default
     from groupcoord.adapters.replay.trace_files import iter_batches, trace_files
 
-    loads, dumps = json_loader(), _dumps()
+    loads, dumps = json_loader(), json_dumper()
     clock = time.process_time
     columns_s = decode_s = 0.0
     read = 0

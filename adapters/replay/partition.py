@@ -36,7 +36,7 @@ def json_loader():
         return json_loads
 
 
-def _dumps():
+def json_dumper():
     """orjson.dumps for the replay's fast output comparison (None without orjson: the exact
     comparison alone)."""
     try:
@@ -75,7 +75,7 @@ class PartitionReplay:
         self.replayer = (self.replayer_class or StreamReplayer)(config, outputs=options.get("outputs", True),
                                        scope=options.get("scope", "group"),
                                        check_invariants=options.get("invariants", True), loads=json_loader(),
-                                       dumps=_dumps())
+                                       dumps=json_dumper())
         self.file_names = file_names  # when the file column holds indices into it
         # one "unit" row per replayed group where the manifest promises that no group spans
         # files: a group found in two files (a copied file) then shows on the driver

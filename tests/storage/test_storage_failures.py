@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from server_harness import ServerProcess, free_port
+from server_harness import ServerProcess, free_port, wait_until
 
 from groupcoord.adapters.client.kafka_client import KafkaClient
 from groupcoord.adapters.storage.sqlite import DB_NAME, SqliteStorage
@@ -145,6 +145,8 @@ def check_full_disk_then_more_room(data_dir: Path, extra: tuple[str, ...], make_
         acked, code, refused = asyncio.run(commit_until_refused(server.port))
         assert acked, "nothing was acknowledged before the disk filled up"
         assert code == 16 and refused >= 5  # KAFKA_STORAGE_ERROR, translated: NOT_COORDINATOR
+        # logged before the first refusal was answered; the harness reads the log in its own thread
+        wait_until(lambda: server.find("write_failed"), 10, "the failed write in the server's log")
         failures = server.events("write_failed")
         assert failures and failures[0]["level"] == "error" and failures[0]["error"] == "KAFKA_STORAGE_ERROR"
         assert "full" in failures[0]["detail"] and str(data_dir) in failures[0]["detail"]
