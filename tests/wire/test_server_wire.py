@@ -548,30 +548,10 @@ def test_the_answers_to_frames_read_together_are_written_together_in_order(serve
     assert after["writes"] - before["writes"] == 1
 
 
-class _RecordingTransport:
-    """A connection's transport that keeps what is written to it; closed, it tells the connection."""
-
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-        self.protocol = None
-
-    def write(self, data: bytes) -> None:
-        self.writes.append(data)
-
-    def get_extra_info(self, name: str, default=None):
-        return ("127.0.0.1", 40000) if name == "peername" else default
-
-    def close(self) -> None:
-        if self.protocol is not None:
-            self.protocol, protocol = None, self.protocol
-            protocol.connection_lost(None)
-
-    abort = close
-
-
 def test_the_answers_of_one_loop_turn_go_out_together_at_the_next_turns_start():
     """Each connection's answers wait for the end of the turn that read their requests: on
     loopback a send also wakes the client, cheaper for answers sent back to back."""
+    from groupcoord.adapters.bench.frames import CountingTransport
     from groupcoord.adapters.storage.memory import MemoryStorage
     from groupcoord.adapters.wire.listener import Connection
     from groupcoord.adapters.wire.log import Log
@@ -583,20 +563,23 @@ def test_the_answers_of_one_loop_turn_go_out_together_at_the_next_turns_start():
                         storage=MemoryStorage(), log=Log(io.StringIO(), level="warning"))
         await s.start()
         try:
-            transports = [_RecordingTransport() for _ in range(2)]
-            for cid, transport in enumerate(transports):
-                conn = transport.protocol = Connection(s.listener)
-                conn.connection_made(transport)
+            transports = []
+            for cid in range(2):
+                conn = Connection(s.listener)
+                transports.append(CountingTransport(conn))
+                conn.connection_made(transports[-1])
                 conn.data_received(kc.encode_request(18, 0, cid, "c", kc.request_body(18, 0, {})))
-            written_in_turn = [list(t.writes) for t in transports]
+            written_in_turn = [bytes(t.written) for t in transports]
             await asyncio.sleep(0)  # the next turn
-            return written_in_turn, [t.writes for t in transports]
+            return written_in_turn, [bytes(t.written) for t in transports]
         finally:
             await s.shutdown("test finished")
 
     written_in_turn, written_next = run(main())
-    assert written_in_turn == [[], []]
-    assert [[int.from_bytes(w[4:8], "big") for w in writes] for writes in written_next] == [[0], [1]]
+    assert written_in_turn == [b"", b""]
+    # one whole answer on each connection, to its own request
+    assert [len(w) == 4 + int.from_bytes(w[:4], "big") for w in written_next] == [True, True]
+    assert [int.from_bytes(w[4:8], "big") for w in written_next] == [0, 1]
 
 
 def test_answers_before_a_frame_that_closes_the_connection_are_still_written(server):
