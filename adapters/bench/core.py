@@ -124,14 +124,13 @@ def bench_commit_values(count: int, clock=time.perf_counter) -> float:
     response (topic and partition results), the undo, the pending write, the Write, the
     acknowledgement event and the Respond. The floor under ``bench_offset_commit`` while the
     core keeps these values: no lookup, check or dispatch."""
-    none = PartitionResult(0, Error.NONE)  # the core shares one per partition index, as here
     gc.collect()
     start = clock()
     for n in range(count):
         timer = SetTimer(HeartbeatTimer(3, "g", "m"), 45_000)
         entry = OffsetEntry(n, -1, "", 0, None)
         write = Write(n, 3, (OffsetCommitRecord("g", "topic", 0, n, -1, "", 0, None),))
-        response = OffsetCommitResponse((TopicResult("topic", (none,)),))
+        response = OffsetCommitResponse((TopicResult("topic", (PartitionResult(0, Error.NONE),)),))
         pending = PendingWrite(n, 3, (UndoOffsets((("g", ("topic", 0), None),)),), None, response)
         done = ev.WriteCompleted(now_ms=0, write_id=n)
         answer = Respond(n, response)
