@@ -22,13 +22,13 @@
    so ``plain_1``'s own figures are taken without them.
 5. ``core_1`` (engine ``core``, one pinned CPU): the coordinator core alone on the inputs of
    the trace's first files (about ``CORE_SAMPLE_RECORDS`` records, decoded before the clock
-   starts): no checks, no comparison, no I/O. What any replay pays besides the core is timed
-   too, each part alone (``floor_us_per_record_cpu``: the columns read, the inputs decoded,
-   the core's outputs serialised for comparison): ``floor_vs_core_cpu_per_record`` is a floor
-   under the plain replay's ratio, before any bookkeeping or invariant check. Its cost per record, halved for two perfect
+   starts): no checks, no comparison, no I/O. Its cost per record, halved for two perfect
    cores, is the floor under any replay of this core on 2 cores (``ratios``:
    ``core_alone_2core_seconds_per_10M_records``), so the 30-second goal can be judged
-   against what the core itself needs.
+   against what the core itself needs. What any replay pays besides the core is timed too,
+   each part alone (``floor_us_per_record_cpu``: the columns read, the inputs decoded, the
+   core's outputs serialised for comparison): with the core, ``floor_vs_core_cpu_per_record``
+   is a floor under the plain replay's ratio, before any bookkeeping or invariant check.
 """
 
 from __future__ import annotations
