@@ -11,21 +11,22 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from .consumer_protocol import subscription_topics
-from .frozen import evolve, field_reader
+from .frozen import evolve, field_copier, field_reader
 from .model import Group, Member, Parked
 from .partitioning import java_string_hash
 from .states import EMPTY, GroupState, require_legal
 
 
 _FIELDS, _values = field_reader(Group)  # _values: a Group's or a draft's fields, in one call
+_AT = {name: i for i, name in enumerate(_FIELDS)}  # a field's position in Group's __init__
+_copy_fields = field_copier(Group)
 
 
 class GroupDraft:
     __slots__ = _FIELDS
 
     def __init__(self, group: Group):
-        for set_field, value in zip(_SETTERS, _values(group)):
-            set_field(self, value)
+        _copy_fields(self, group)
         self.members = dict(group.members)
         self.static_members = dict(group.static_members)
         self.pending_members = set(group.pending_members)
@@ -33,13 +34,13 @@ class GroupDraft:
         self.protocol_counts = dict(group.protocol_counts)
 
     def freeze(self) -> Group:
-        values = dict(zip(_FIELDS, _values(self)))
-        values["members"] = MappingProxyType(self.members)
-        values["static_members"] = MappingProxyType(self.static_members)
-        values["pending_members"] = frozenset(self.pending_members)
-        values["pending_sync"] = frozenset(self.pending_sync)
-        values["protocol_counts"] = MappingProxyType({k: v for k, v in self.protocol_counts.items() if v})
-        return Group(**values)
+        values = list(_values(self))
+        values[_AT["members"]] = MappingProxyType(self.members)
+        values[_AT["static_members"]] = MappingProxyType(self.static_members)
+        values[_AT["pending_members"]] = frozenset(self.pending_members)
+        values[_AT["pending_sync"]] = frozenset(self.pending_sync)
+        values[_AT["protocol_counts"]] = MappingProxyType({k: v for k, v in self.protocol_counts.items() if v})
+        return Group(*values)
 
     # Read helpers shared with the frozen Group.
     rebalance_timeout_ms = Group.rebalance_timeout_ms
@@ -148,11 +149,10 @@ class GroupDraft:
         for member in self.members.values():
             choice = member.vote(candidates)
             votes[choice] = votes.get(choice, 0) + 1
+        if len(votes) == 1:  # the common case: no tie to break
+            return choice
         most = max(votes.values())
         return next(name for name in java_hashmap_order(list(votes)) if votes[name] == most)
-
-
-_SETTERS = tuple(getattr(GroupDraft, name).__set__ for name in _FIELDS)
 
 
 def java_hashmap_order(keys: list[str]) -> list[str]:
@@ -179,8 +179,9 @@ def subscribed_topics(g) -> frozenset[str] | None:
     if g.protocol_name is None:
         return None
     topics: set[str] = set()
-    for member in g.members.values():
-        member_topics = subscription_topics(member.metadata(g.protocol_name))
+    # each distinct subscription once: members often send the same bytes
+    for metadata in {member.metadata(g.protocol_name) for member in g.members.values()}:
+        member_topics = subscription_topics(metadata)
         if member_topics is None:
             return None
         topics |= member_topics

@@ -58,13 +58,50 @@ def field_reader(cls) -> tuple | None:
     return reader
 
 
+def field_copier(cls):
+    """A function ``copy(target, source)`` setting each of ``cls``'s fields on ``target`` (an
+    object with the same attribute names, e.g. a mutable twin) from ``source``: generated, a
+    line per field, ten times faster than a loop over the fields."""
+    body = "".join(f"    target.{f.name} = source.{f.name}\n" for f in attrs.fields(cls)) or "    pass\n"
+    namespace: dict = {}
+    exec(f"def copy(target, source):\n{body}", namespace)
+    return namespace["copy"]
+
+
+# class -> (its field values' getter, field name -> position) for classes whose __init__ takes
+# every field by position; None for the others
+_POSITIONS: dict[type, tuple | None] = {}
+
+
+def _positions(cls) -> tuple | None:
+    reader = field_reader(cls)
+    positional = reader is not None and not any(f.kw_only for f in attrs.fields(cls))
+    found = _POSITIONS[cls] = (reader[1], {name: i for i, name in enumerate(reader[0])}) if positional else None
+    return found
+
+
 def evolve(inst, **changes):
     """``attrs.evolve`` for the values built per event: a copy of ``inst`` with ``changes``,
-    made through the class's ``__init__`` as attrs does, with the fields read in one call."""
-    reader = field_reader(type(inst))
+    made through the class's ``__init__`` as attrs does, with the fields read in one call and
+    passed by position where the class allows it (half the cost of passing them by name)."""
+    cls = type(inst)
+    try:
+        positions = _POSITIONS[cls]
+    except KeyError:
+        positions = _positions(cls)
+    if positions is not None:
+        values, index = positions
+        args = list(values(inst))
+        for name, value in changes.items():
+            try:
+                args[index[name]] = value
+            except KeyError:
+                raise TypeError(f"{cls.__name__} has no field {name!r}") from None
+        return cls(*args)
+    reader = field_reader(cls)
     if reader is None:
         return attrs.evolve(inst, **changes)
     names, values = reader
     kwargs = dict(zip(names, values(inst)))
     kwargs.update(changes)
-    return type(inst)(**kwargs)
+    return cls(**kwargs)

@@ -26,6 +26,8 @@ from .model import MemberError, OffsetEntry, validate_member
 from .partitioning import ACTIVE
 from .states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
+NONE = Error.NONE
+
 
 class Offsets:
     # ------------------------------------------------------------ offsets (§3.8, §3.9)
@@ -60,21 +62,20 @@ class Offsets:
         now = self._now
         expire = None if req.retention_time_ms == -1 else now + req.retention_time_ms
         limit = self.config.offset_metadata_max_bytes
+        gid = req.group_id
         records = self._op.setdefault(partition, ([], []))[0]
         topics, entries = [], []
         for name, partitions in req.topics:
             results = []
             for p in partitions:
-                metadata = p.committed_metadata
-                if metadata is not None and _java_length(metadata) > limit:
-                    results.append(PartitionResult(p.partition_index, Error.OFFSET_METADATA_TOO_LARGE))
+                index, metadata = p.partition_index, p.committed_metadata
+                if metadata and _java_length(metadata) > limit:  # None and "" (stored as "") fit any limit
+                    results.append(PartitionResult(index, Error.OFFSET_METADATA_TOO_LARGE))
                     continue
-                index = p.partition_index
-                results.append(PartitionResult(index, Error.NONE))
-                entry = OffsetEntry(p.committed_offset, p.committed_leader_epoch, metadata or "", now, expire)
-                entries.append((req.group_id, (name, index), entry))
-                records.append(OffsetCommitRecord(req.group_id, name, index, entry.offset, entry.leader_epoch,
-                                                  entry.metadata, now, expire))
+                results.append(PartitionResult(index, NONE))
+                offset, epoch, metadata = p.committed_offset, p.committed_leader_epoch, metadata or ""
+                entries.append((gid, (name, index), OffsetEntry(offset, epoch, metadata, now, expire)))
+                records.append(OffsetCommitRecord(gid, name, index, offset, epoch, metadata, now, expire))
             topics.append(TopicResult(name, tuple(results)))
         if not records:  # no partition accepted: the operation writes nothing
             del self._op[partition]

@@ -133,14 +133,14 @@ class Writes:
     def _run_callback(self, callback, error: Error | None, write: PendingWrite) -> None:
         """``write``: the write whose outcome this is."""
         kind = type(callback)
-        if kind is AfterSync or kind is AfterStaticReplace:
+        if kind is UndoOffsets:  # first: every commit's write carries one
+            self._offsets_written(callback.changes, error)
+        elif kind is AfterSync or kind is AfterStaticReplace:
             self._step(callback.group_id, Written(callback, error))
         elif kind is AfterNewGroup:
             if error is not None:
                 later = any(i > write.write_id for i in self._writes_on.get(write.partition, ()))
                 self._rollback_new_group(callback.group_id, error, callback.displaced, later)
-        elif kind is UndoOffsets:
-            self._offsets_written(callback.changes, error)
         elif kind is RestoreGroup:
             # A failed tombstone brings the group back (its offsets come back through the
             # offsets' undo). If a new group took the id and its creation is still in flight,

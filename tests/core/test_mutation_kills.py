@@ -271,6 +271,38 @@ def test_evolve_goes_through_init_or_attrs_evolve():
     assert evolve(Private(1), b=5) == Private(1, 5)
     assert evolve(NoInit(1), a=3) == NoInit(3) and evolve(NoInit(1), a=3).b == 7
     assert evolve(Two(1, 2), b=3) == Two(1, 3)
+    # by position where the init allows it; by name where a field is keyword-only
+    @frozen
+    class Converted:
+        n: int = attrs.field(converter=int)
+        m: int = 0
+
+    @frozen(kw_only=True)
+    class Named:
+        a: int
+        b: int = 0
+
+    assert evolve(Converted(1), n="5") == Converted(5) and evolve(Named(a=1), b=2) == Named(a=1, b=2)
+    for value in (Two(1, 2), Named(a=1)):
+        with pytest.raises(TypeError, match="c"):
+            evolve(value, c=3)
+
+
+def test_field_copier_sets_every_field():
+    from groupcoord.core.frozen import field_copier, frozen
+
+    @frozen
+    class Three:
+        a: int
+        b: str
+        c: tuple = ()
+
+    class Twin:
+        __slots__ = ("a", "b", "c")
+
+    twin = Twin()
+    field_copier(Three)(twin, Three(1, "x", (2,)))
+    assert (twin.a, twin.b, twin.c) == (1, "x", (2,))
 
 
 # ------------------------------------------------------------------ the trace format (core/trace.py)
