@@ -280,10 +280,11 @@ def trace_inputs(trace: str, sample_records: int | None = None) -> tuple[Coordin
     return coordinator_config(meta), inputs, records
 
 
-def run_inputs(config: CoordinatorConfig, inputs: list[list], clock=time.perf_counter, emitted=None) -> float:
+def run_inputs(config: CoordinatorConfig, inputs: list[list], clock=time.perf_counter, emitted=None,
+               step=Coordinator.handle) -> float:
     """Seconds for ``Coordinator.handle`` over each group's inputs, one fresh coordinator per
     group (and per failover, as a replay makes them); ``emitted``, if given, is handed each
-    step's commands."""
+    step's commands; ``step(coordinator, event)`` stands in for ``handle`` (e.g. to time it)."""
     from groupcoord.adapters.replay.engine import starts_instance
 
     load = ev.LoadPartition
@@ -293,7 +294,7 @@ def run_inputs(config: CoordinatorConfig, inputs: list[list], clock=time.perf_co
         for e in events:
             if type(e) is load and starts_instance(coordinator, e.partition):
                 coordinator = Coordinator(config)
-            commands = coordinator.handle(e)
+            commands = step(coordinator, e)
             if emitted is not None:
                 emitted(commands)
     return clock() - started
@@ -316,6 +317,39 @@ def simulated_inputs(groups: int, duration_ms: int) -> tuple[CoordinatorConfig, 
 def bench_simulated_mix(config: CoordinatorConfig, inputs: list[list], clock=time.perf_counter) -> float:
     gc.collect()
     return sum(len(u) for u in inputs) / run_inputs(config, inputs, clock)
+
+
+def mix_by_input(config: CoordinatorConfig, inputs: list[list], clock=time.perf_counter) -> dict[str, tuple[int, float]]:
+    """Where the mix's time goes: for each input type, (events, seconds), every event timed
+    alone around ``Coordinator.handle`` (the clock's own cost, ~0.1 µs an event, included)."""
+    spent: dict[type, list] = {}
+    handle = Coordinator.handle
+
+    def timed(coordinator: Coordinator, event):
+        started = clock()
+        commands = handle(coordinator, event)
+        seconds = clock() - started
+        tally = spent.get(type(event))
+        if tally is None:
+            spent[type(event)] = [1, seconds]
+        else:
+            tally[0] += 1
+            tally[1] += seconds
+        return commands
+
+    gc.collect()
+    run_inputs(config, inputs, clock, step=timed)
+    return {kind.__name__: (count, seconds)
+            for kind, (count, seconds) in sorted(spent.items(), key=lambda item: -item[1][1])}
+
+
+def print_mix_by_input(by_input: dict[str, tuple[int, float]], heartbeat_s: float) -> None:
+    total = sum(seconds for _, seconds in by_input.values())
+    width = max(len(name) for name in by_input)
+    print(f"the mix by input type ({sum(n for n, _ in by_input.values()):,} events, each timed alone):")
+    for name, (count, seconds) in by_input.items():
+        print(f"  {name:<{width}}  {count:>7,}  {seconds / total:>6.1%} of the time  "
+              f"{seconds / count * 1e6:>6.2f} µs each  {seconds / count / heartbeat_s:>5.2f}x a heartbeat step")
 
 
 def step_cost_ratios(mix: tuple, rounds: int, scale: int) -> dict[str, float]:
@@ -372,7 +406,12 @@ def run_core_bench(quick: bool = False) -> int:
     print(f"offset commit with its write acknowledgement vs a heartbeat step: {ratios['commit_vs_heartbeat']:.2f}x "
           f"(median of {rounds} rounds, CPU time)")
     print(f"  of which the values it builds, built alone: {ratios['commit_values_vs_heartbeat']:.2f}x")
+    by_input = mix_by_input(*mix)
+    print_mix_by_input(by_input, 1 / bench_heartbeat(10, 100_000 // scale))
     for name, value in results:
         print(json.dumps({"name": name, "value": round(value), "unit": "events/s"}))
     print(json.dumps({"name": "ratios", **{k: round(v, 2) for k, v in ratios.items()}, "rounds": rounds}))
+    total = sum(seconds for _, seconds in by_input.values())
+    print(json.dumps({"name": "mix_by_input", **{name: {"events": count, "share": round(seconds / total, 4)}
+                                                  for name, (count, seconds) in by_input.items()}}))
     return 0

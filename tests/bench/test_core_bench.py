@@ -1,9 +1,18 @@
 """``bench core``'s floor under a commit (adapters/bench/core.py, ``bench_commit_values``):
-the values it builds are those a real one-partition commit and its acknowledgement build."""
+the values it builds are those a real one-partition commit and its acknowledgement build; its
+breakdown of the simulator's mix by input type accounts for every input."""
 
 from __future__ import annotations
 
-from groupcoord.adapters.bench.core import _commit, bench_commit_values, stable_group
+from collections import Counter
+
+from groupcoord.adapters.bench.core import (
+    _commit,
+    bench_commit_values,
+    mix_by_input,
+    simulated_inputs,
+    stable_group,
+)
 from groupcoord.core import commands as c
 from groupcoord.core import events as ev
 from groupcoord.core.continuations import UndoOffsets
@@ -30,3 +39,12 @@ def test_the_commit_floor_builds_the_values_a_real_commit_builds():
     [answer] = coordinator.handle(ev.WriteCompleted(now_ms=driver.now_ms, write_id=write.write_id))
     assert type(answer) is c.Respond and answer.response is response
     assert bench_commit_values(1000) > 0
+
+
+def test_the_mix_breakdown_times_every_input_once_through_the_core():
+    config, inputs = simulated_inputs(groups=3, duration_ms=30_000)
+    by_input = mix_by_input(config, inputs)
+    assert {name: count for name, (count, _) in by_input.items()} == \
+        Counter(type(e).__name__ for events in inputs for e in events)
+    assert all(seconds > 0 for _, seconds in by_input.values())
+    assert list(by_input) == sorted(by_input, key=lambda name: -by_input[name][1])  # the costliest first

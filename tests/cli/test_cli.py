@@ -64,8 +64,8 @@ def test_demo_forms_a_group_and_survives_a_crash():
 def test_bench_core_prints_json_lines_last():
     result = run("bench", "core", "--quick")
     assert result.returncode == 0, result.stderr
-    tail = [json.loads(line) for line in result.stdout.strip().splitlines()[-10:]]
-    *tail, ratios = tail
+    tail = [json.loads(line) for line in result.stdout.strip().splitlines()[-11:]]
+    *tail, ratios, by_input = tail
     assert [m["name"] for m in tail] == ["heartbeat_10", "heartbeat_1000", "offset_commit_10",
                                          "offset_commit_1000", "rebalance_100", "recorded_stream",
                                          "simulated_mix", "slow_store_1_in_flight", "slow_store_1000_in_flight"]
@@ -78,6 +78,12 @@ def test_bench_core_prints_json_lines_last():
     assert f"a heartbeat step: {ratios['commit_vs_heartbeat']:.2f}x" in result.stdout
     # the values a commit and its acknowledgement build cost something, and less than all of it
     assert 0 < ratios["commit_values_vs_heartbeat"] < ratios["commit_vs_heartbeat"], ratios
+    # where the mix's time goes, by input type: commits, joins and heartbeats among them
+    assert by_input["name"] == "mix_by_input"
+    shares = {name: v["share"] for name, v in by_input.items() if name != "name"}
+    assert {"OffsetCommit", "JoinGroup", "Heartbeat", "WriteCompleted"} <= set(shares), shares
+    assert abs(sum(shares.values()) - 1) < 0.01 and list(shares.values()) == sorted(shares.values(), reverse=True)
+    assert "the mix by input type" in result.stdout
     # what the numbers must show, as ratios within this run: a heartbeat does no work that
     # grows with its group (1000 members cost about what 10 do), and is cheaper than a commit
     # with its write
