@@ -75,8 +75,11 @@ _POSITIONS: dict[type, tuple | None] = {}
 
 def _positions(cls) -> tuple | None:
     reader = field_reader(cls)
-    positional = reader is not None and not any(f.kw_only for f in attrs.fields(cls))
-    found = _POSITIONS[cls] = (reader[1], {name: i for i, name in enumerate(reader[0])}) if positional else None
+    found = None
+    if reader is not None and not any(f.kw_only for f in attrs.fields(cls)):
+        names, values = reader
+        found = (values, {name: i for i, name in enumerate(names)})
+    _POSITIONS[cls] = found
     return found
 
 
