@@ -46,7 +46,8 @@ class Offsets:
             self._run_op(partition, req, operation, req, partition)
 
     def _commit(self, req: ev.OffsetCommit, partition: int):
-        group = self._groups.get(req.group_id)
+        gid = req.group_id
+        group = self._groups.get(gid)
         try:
             if group is None:
                 if req.generation_id >= 0:
@@ -58,11 +59,10 @@ class Offsets:
             return None
         if group is not None and group.state in (STABLE, PREPARING_REBALANCE):
             member = group.members[req.member_id]
-            self._arm(HeartbeatTimer(partition, req.group_id, req.member_id), member.session_timeout_ms)
+            self._arm(HeartbeatTimer(partition, gid, req.member_id), member.session_timeout_ms)
         now = self._now
         expire = None if req.retention_time_ms == -1 else now + req.retention_time_ms
         limit = self.config.offset_metadata_max_bytes
-        gid = req.group_id
         records = self._op.setdefault(partition, ([], []))[0]
         topics, entries = [], []
         for name, partitions in req.topics:
@@ -81,10 +81,10 @@ class Offsets:
             del self._op[partition]
         if entries:
             if group is None:  # a "simple" group, created by its first commit
-                self._create_group(req.group_id)
+                self._create_group(gid)
             self._set_offsets(partition, entries)
             if group is None:  # after the offsets' undo: a failed write takes both back, as in Kafka
-                self._op[partition][1].append(DropSimpleGroup(req.group_id))
+                self._op[partition][1].append(DropSimpleGroup(gid))
         return OffsetCommitResponse(tuple(topics))
 
     def _on_offset_fetch(self, req: ev.OffsetFetch) -> None:

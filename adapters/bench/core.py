@@ -407,7 +407,7 @@ def run_core_bench(quick: bool = False) -> int:
           f"(median of {rounds} rounds, CPU time)")
     print(f"  of which the values it builds, built alone: {ratios['commit_values_vs_heartbeat']:.2f}x")
     by_input = mix_by_input(*mix)
-    print_mix_by_input(by_input, 1 / bench_heartbeat(10, 100_000 // scale))
+    print_mix_by_input(by_input, 1 / rate["heartbeat_10"])
     for name, value in results:
         print(json.dumps({"name": name, "value": round(value), "unit": "events/s"}))
     print(json.dumps({"name": "ratios", **{k: round(v, 2) for k, v in ratios.items()}, "rounds": rounds}))
