@@ -30,6 +30,7 @@ from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
 from groupcoord.core.model import OffsetEntry
 from groupcoord.core.writes import PendingWrite
+from groupcoord.adapters.bench.step_values import StepValues, builders_by_kind, run_builders
 from groupcoord.adapters.runtime.driver import Driver
 from groupcoord.adapters.protocol.translate import request_event
 
@@ -136,6 +137,30 @@ def bench_commit_values(count: int, clock=time.perf_counter) -> float:
         answer = Respond(n, response)
     del timer, entry, write, pending, done, answer
     return count / (clock() - start)
+
+
+def heartbeat_values(count: int) -> list:
+    """Builders of the values ``count`` heartbeat steps build (bench_heartbeat's group of 10)."""
+    driver, ids, generation = stable_group(10)
+    values = StepValues()
+    for n in range(count):
+        for command in values(driver.coordinator, _heartbeat(n, n, ids, generation, driver.now_ms)):
+            if type(command) is SetTimer:
+                driver.timers.apply(command)
+    return values.builders()
+
+
+def mix_values(config: CoordinatorConfig, inputs: list[list]) -> tuple[list, list[str]]:
+    """Builders of the values each of the mix's steps builds and keeps, with their input types."""
+    values = StepValues()
+    run_inputs(config, inputs, step=values)
+    return values.builders(), values.kinds
+
+
+def bench_values(builders: list, clock=time.perf_counter) -> float:
+    """Steps' values built alone, per second."""
+    gc.collect()
+    return len(builders) / run_builders(builders, clock)
 
 
 def bench_slow_store(members: int, count: int, in_flight: int, clock=time.perf_counter) -> float:
@@ -343,30 +368,37 @@ def mix_by_input(config: CoordinatorConfig, inputs: list[list], clock=time.perf_
             for kind, (count, seconds) in sorted(spent.items(), key=lambda item: -item[1][1])}
 
 
-def print_mix_by_input(by_input: dict[str, tuple[int, float]], heartbeat_s: float) -> None:
+def print_mix_by_input(by_input: dict[str, tuple[int, float]], values_s: dict[str, float], heartbeat_s: float) -> None:
+    """``values_s``: seconds each input type's values took, built alone (``builders_by_kind``)."""
     total = sum(seconds for _, seconds in by_input.values())
     width = max(len(name) for name in by_input)
     print(f"the mix by input type ({sum(n for n, _ in by_input.values()):,} events, each timed alone):")
     for name, (count, seconds) in by_input.items():
         print(f"  {name:<{width}}  {count:>7,}  {seconds / total:>6.1%} of the time  "
-              f"{seconds / count * 1e6:>6.2f} µs each  {seconds / count / heartbeat_s:>5.2f}x a heartbeat step")
+              f"{seconds / count * 1e6:>6.2f} µs each  {seconds / count / heartbeat_s:>5.2f}x a heartbeat step, "
+              f"its values alone {values_s[name] / count / heartbeat_s:>5.2f}x")
 
 
-def step_cost_ratios(mix: tuple, rounds: int, scale: int) -> dict[str, float]:
+def step_cost_ratios(mix: tuple, builders: tuple[list, list], rounds: int, scale: int) -> dict[str, float]:
     """The simulator's mix's mean input event and a commit with its write acknowledgement
-    against a heartbeat step, each the median over ``rounds`` rounds that measure the three
-    back to back in CPU time: a ratio of neighbouring measurements, which the machine's drift
-    and other work on a shared CPU (wall-clock best-of figures taken minutes apart) do not
-    skew."""
+    against a heartbeat step, and the floors under them (their values built alone:
+    ``builders`` for the mix's steps and for heartbeat steps), each the median over ``rounds``
+    rounds that measure them back to back in CPU time: a ratio of neighbouring measurements,
+    which the machine's drift and other work on a shared CPU (wall-clock best-of figures taken
+    minutes apart) do not skew."""
     clock = time.process_time
-    mixes, commits, values = [], [], []
+    mix_builders, heartbeat_builders = builders
+    ratios: dict[str, list[float]] = {"mix_vs_heartbeat": [], "mix_values_vs_heartbeat": [],
+                                      "heartbeat_values_vs_heartbeat": [], "commit_vs_heartbeat": [],
+                                      "commit_values_vs_heartbeat": []}
     for _ in range(rounds):
         heartbeat = bench_heartbeat(10, 100_000 // scale, clock)
-        commits.append(heartbeat / bench_offset_commit(10, 30_000 // scale, clock))
-        values.append(heartbeat / bench_commit_values(30_000 // scale, clock))
-        mixes.append(heartbeat / bench_simulated_mix(*mix, clock=clock))
-    return {"mix_vs_heartbeat": statistics.median(mixes), "commit_vs_heartbeat": statistics.median(commits),
-            "commit_values_vs_heartbeat": statistics.median(values)}
+        ratios["commit_vs_heartbeat"].append(heartbeat / bench_offset_commit(10, 30_000 // scale, clock))
+        ratios["commit_values_vs_heartbeat"].append(heartbeat / bench_commit_values(30_000 // scale, clock))
+        ratios["mix_vs_heartbeat"].append(heartbeat / bench_simulated_mix(*mix, clock=clock))
+        ratios["mix_values_vs_heartbeat"].append(heartbeat / bench_values(mix_builders, clock))
+        ratios["heartbeat_values_vs_heartbeat"].append(heartbeat / bench_values(heartbeat_builders, clock))
+    return {name: statistics.median(values) for name, values in ratios.items()}
 
 
 def best_of(repeats: int, measure, *args) -> float:
@@ -400,18 +432,27 @@ def run_core_bench(quick: bool = False) -> int:
     print(f"commit and held heartbeat cost, 1000 vs 1 writes in flight: {slow:.2f}x")
     # costs against the heartbeat step (group of 10) in this run (goals: mix <= 3x, commit <= 2x)
     rounds = 3 if quick else 7
-    ratios = step_cost_ratios(mix, rounds, scale)
+    builders = mix_values(*mix)
+    ratios = step_cost_ratios(mix, (builders[0], heartbeat_values(20_000 // scale)), rounds, scale)
     print(f"simulated mix's mean input event vs a heartbeat step: {ratios['mix_vs_heartbeat']:.2f}x "
           f"(median of {rounds} rounds, CPU time)")
+    print(f"  of which the values it builds and keeps, built alone: {ratios['mix_values_vs_heartbeat']:.2f}x "
+          f"(a heartbeat step's own: {ratios['heartbeat_values_vs_heartbeat']:.2f}x)")
     print(f"offset commit with its write acknowledgement vs a heartbeat step: {ratios['commit_vs_heartbeat']:.2f}x "
           f"(median of {rounds} rounds, CPU time)")
     print(f"  of which the values it builds, built alone: {ratios['commit_values_vs_heartbeat']:.2f}x")
     by_input = mix_by_input(*mix)
-    print_mix_by_input(by_input, 1 / rate["heartbeat_10"])
+    values_s = builders_by_kind(*builders)
+    del builders
+    print_mix_by_input(by_input, values_s, 1 / rate["heartbeat_10"])
     for name, value in results:
         print(json.dumps({"name": name, "value": round(value), "unit": "events/s"}))
     print(json.dumps({"name": "ratios", **{k: round(v, 2) for k, v in ratios.items()}, "rounds": rounds}))
     total = sum(seconds for _, seconds in by_input.values())
-    print(json.dumps({"name": "mix_by_input", **{name: {"events": count, "share": round(seconds / total, 4)}
-                                                  for name, (count, seconds) in by_input.items()}}))
+    heartbeat_s = 1 / rate["heartbeat_10"]
+    print(json.dumps({"name": "mix_by_input", **{
+        name: {"events": count, "share": round(seconds / total, 4),
+               "vs_heartbeat": round(seconds / count / heartbeat_s, 2),
+               "values_vs_heartbeat": round(values_s[name] / count / heartbeat_s, 2)}
+        for name, (count, seconds) in by_input.items()}}))
     return 0

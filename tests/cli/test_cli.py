@@ -78,12 +78,19 @@ def test_bench_core_prints_json_lines_last():
     assert f"a heartbeat step: {ratios['commit_vs_heartbeat']:.2f}x" in result.stdout
     # the values a commit and its acknowledgement build cost something, and less than all of it
     assert 0 < ratios["commit_values_vs_heartbeat"] < ratios["commit_vs_heartbeat"], ratios
+    # so do the values the mix's steps build and keep, and those of a heartbeat step
+    assert 0 < ratios["mix_values_vs_heartbeat"] < ratios["mix_vs_heartbeat"], ratios
+    assert 0 < ratios["heartbeat_values_vs_heartbeat"] < 1, ratios
+    assert f"built alone: {ratios['mix_values_vs_heartbeat']:.2f}x" in result.stdout
     # where the mix's time goes, by input type: commits, joins and heartbeats among them
     assert by_input["name"] == "mix_by_input"
     shares = {name: v["share"] for name, v in by_input.items() if name != "name"}
     assert {"OffsetCommit", "JoinGroup", "Heartbeat", "WriteCompleted"} <= set(shares), shares
     assert abs(sum(shares.values()) - 1) < 0.01 and list(shares.values()) == sorted(shares.values(), reverse=True)
     assert "the mix by input type" in result.stdout
+    commit = by_input["OffsetCommit"]
+    assert 0 < commit["values_vs_heartbeat"] and commit["vs_heartbeat"] > 1, commit
+    assert f"its values alone {commit['values_vs_heartbeat']:>5.2f}x" in result.stdout
     # what the numbers must show, as ratios within this run: a heartbeat does no work that
     # grows with its group (1000 members cost about what 10 do), and is cheaper than a commit
     # with its write
