@@ -103,7 +103,8 @@ class _Source:
 
 
 def _held(state: CoordinatorState | None) -> tuple:
-    """What the state holds that a step may have built: its roots, each with how it is held."""
+    """The values in the state a step may have built: groups, stored offsets, pending writes
+    and held responses (the slots of committed offsets are compared apart, by key)."""
     if state is None:
         return ()
     roots = list(state.groups.values())
