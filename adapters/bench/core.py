@@ -443,13 +443,12 @@ def run_core_bench(quick: bool = False) -> int:
     print(f"  of which the values it builds, built alone: {ratios['commit_values_vs_heartbeat']:.2f}x")
     by_input = mix_by_input(*mix)
     values_s = builders_by_kind(*builders)
-    del builders
-    print_mix_by_input(by_input, values_s, 1 / rate["heartbeat_10"])
+    heartbeat_s = 1 / rate["heartbeat_10"]
+    print_mix_by_input(by_input, values_s, heartbeat_s)
     for name, value in results:
         print(json.dumps({"name": name, "value": round(value), "unit": "events/s"}))
     print(json.dumps({"name": "ratios", **{k: round(v, 2) for k, v in ratios.items()}, "rounds": rounds}))
     total = sum(seconds for _, seconds in by_input.values())
-    heartbeat_s = 1 / rate["heartbeat_10"]
     print(json.dumps({"name": "mix_by_input", **{
         name: {"events": count, "share": round(seconds / total, 4),
                "vs_heartbeat": round(seconds / count / heartbeat_s, 2),
