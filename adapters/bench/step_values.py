@@ -42,16 +42,15 @@ def _is_atom(value) -> bool:
     return type(value) in _ATOMS or isinstance(value, enum.Enum)
 
 
-def _reach(value, known: set[int], alive: list) -> None:
-    """Add the ids of ``value`` and everything it holds to ``known`` (``alive`` keeps them from
-    being freed and their ids reused)."""
+def _reach(value, known: set[int]) -> None:
+    """Add the ids of ``value`` and everything it holds to ``known``. The caller keeps
+    ``value`` alive while it uses the ids, so none is freed and reused."""
     stack = [value]
     while stack:
         v = stack.pop()
         if _is_atom(v) or id(v) in known:
             continue
         known.add(id(v))
-        alive.append(v)
         stack.extend(_parts(v))
 
 
@@ -62,7 +61,7 @@ class _Source:
     def __init__(self):
         self.namespace: dict = {}
         self._names: dict[int, str] = {}
-        # values built in earlier steps (kept alive by the caller): a step that returns one
+        # values built in earlier steps (StepValues.values keeps them alive): a step that returns one
         # again, e.g. a response the core builds once, did not build it
         self.earlier: set[int] = set()
 
@@ -129,16 +128,15 @@ class StepValues:
         self.source = _Source()
         self.bodies: list[str] = []
         self.kinds: list[str] = []
-        self.values: list[tuple] = []  # what each builder must return, to check it against
-        self._alive: list = []
+        # what each builder must return, to check it against; it keeps the ids in ``earlier`` alive
+        self.values: list[tuple] = []
 
     def __call__(self, coordinator: Coordinator, event) -> list:
         before = coordinator.snapshot() if coordinator is not None else None
-        known: set[int] = set()
-        alive: list = []
+        known: set[int] = set()  # what ``before`` and ``event`` hold, alive until the step is done
         for root in _held(before):
-            _reach(root, known, alive)
-        _reach(event, known, alive)
+            _reach(root, known)
+        _reach(event, known)
         slots_before = _slots(before)
         commands = coordinator.handle(event)
         after = coordinator.snapshot()
@@ -149,7 +147,7 @@ class StepValues:
         self.bodies.append(f"    return ({', '.join(self.source.build(v, known) for v in built)},)\n")
         self.kinds.append(type(event).__name__)
         self.values.append(built)
-        _reach(built, self.source.earlier, self._alive)
+        _reach(built, self.source.earlier)
         return commands
 
     def builders(self) -> list[Callable[[], tuple]]:
