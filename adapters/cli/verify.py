@@ -31,6 +31,10 @@ def add_verify_command(sub) -> None:
                    help="how far from its deadline the broker may have fired a timer (default: %(default)s)")
     p.add_argument("--budget", type=parsing.number(int, 1, "a whole number of at least 1"), default=50_000,
                    help="search states per group before it is inconclusive (default: %(default)s)")
+    p.add_argument("--keep-going", action="store_true",
+                   help="after a group's divergence, take the broker's answer there as given and search on: "
+                        "every distinct divergence of every group, each by its signature")
+    add_known_flag(p)
     for name in sorted(KAFKA_NAMES):
         p.add_argument("--" + name, dest="kafka:" + name, metavar="VALUE", default=None,
                        help=argparse.SUPPRESS)
@@ -61,15 +65,40 @@ def run_verify(args) -> int:
         config = config_from_args(args)
     except ConfigError as e:
         return fail(prog, str(e))
+    try:
+        known = read_known_flag(args)
+    except ValueError as e:
+        return fail(prog, str(e))
     search = Settings(config=config, timer_tolerance_ms=args.timer_tolerance_ms, budget=args.budget)
     try:
-        code, text = run.run(args.trace, search, engine=args.engine, master=args.master, report=args.out)
+        code, text = run.run(args.trace, search, engine=args.engine, master=args.master, report=args.out,
+                             keep_going=args.keep_going, known=known)
     except TraceError as e:
         return fail(prog, str(e))
     except OSError as e:
         return fail(prog, f"{e.filename or args.out}: {e.strerror or e}")
     print(text, end="")
     return code
+
+
+def add_known_flag(p) -> None:
+    p.add_argument("--known", metavar="FILE", default=None,
+                   help="findings to set aside: signatures one a line as this tool prints them (# comments); "
+                        "only others are reported, and only known findings exit 0")
+
+
+def read_known_flag(args) -> frozenset | None:
+    """``--known FILE``'s signatures (None without the flag); ValueError says why it cannot be read."""
+    from groupcoord.adapters.verify.findings import read_known
+
+    if args.known is None:
+        return None
+    try:
+        return frozenset(read_known(args.known))
+    except OSError as e:
+        raise ValueError(f"--known {args.known}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise ValueError(f"--known {args.known}: not a text file") from None
 
 
 def config_from_args(args) -> CoordinatorConfig:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from groupcoord.adapters.protocol.translate import response_fields
+from groupcoord.adapters.verify.findings import error_text, mismatches
 from groupcoord.adapters.verify.observed import to_json
 
 _IGNORED = frozenset({"throttle_time_ms", "error_message", "client_host", "authorized_operations"})
@@ -136,15 +137,14 @@ def _sorted_topics(topics: Any) -> list:
                    for t in topics), key=lambda t: str(t.get("name")))
 
 
-def differences(expected: dict, got: dict, prefix: str = "") -> list[str]:
-    """Where two views differ, as "field: spec X, broker Y" (the first few)."""
+def differences(expected: dict, got: dict) -> list[str]:
+    """Where two views differ, leaf by leaf (``findings.mismatches``), as "field: spec X, broker
+    Y" (error codes by name and number; the first few distinct ones)."""
     out: list[str] = []
-    for k in sorted(set(expected) | set(got)):
-        a, b = expected.get(k, "<absent>"), got.get(k, "<absent>")
-        if a == b:
-            continue
-        if isinstance(a, dict) and isinstance(b, dict):
-            out.extend(differences(a, b, f"{prefix}{k}."))
-        else:
-            out.append(f"{prefix}{k}: spec {a!r}, broker {b!r}")
+    for path, a, b in mismatches(expected, got):
+        leaf = path.rsplit(".", 1)[-1]
+        text = (f"{path}: spec {error_text(a)}, broker {error_text(b)}" if leaf == "error_code"
+                else f"{path}: spec {a!r}, broker {b!r}")
+        if text not in out:
+            out.append(text)
     return out[:5]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import attrs
 
-from groupcoord.adapters.verify import observed
+from groupcoord.adapters.verify import findings, observed
+from groupcoord.adapters.verify.progress import Progress
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, INCONCLUSIVE, Settings, Verdict, verify_group
 
 EXIT = {CONFORMS: 0, DIVERGES: 1, INCONCLUSIVE: 3}  # 2: bad input
@@ -24,19 +25,25 @@ _LIST_COLUMNS = ("allowed", "excerpt", "steps")
 SHARE_BYTES = 128 << 20
 
 
-def verify_plain(path: str, settings: Settings, share_bytes: int = SHARE_BYTES) -> tuple[list[Verdict], dict]:
+def verify_plain(path: str, settings: Settings, share_bytes: int = SHARE_BYTES,
+                 keep_going: bool = False) -> tuple[list[Verdict], dict]:
     verdicts: list[Verdict] = []
     unchecked: dict[str, int] = {}
+    progress, diverging = Progress(), 0
     for share in observed.shares(path, share_bytes):
-        verdicts += [verify_group(gid, unit, settings) for gid, unit in observed.iter_units(share)]
+        for gid, unit in observed.iter_units(share):
+            verdicts.append(verify_group(gid, unit, settings, keep_going))
+            diverging += verdicts[-1].verdict == DIVERGES
+            progress.update(f"verify: {len(verdicts)} groups done, {diverging} diverging")
         for reason, count in share.unchecked.items():
             unchecked[reason] = unchecked.get(reason, 0) + count
         del share  # before the next share is read
+    progress.done()
     verdicts.sort(key=lambda v: v.group_id)
     return verdicts, unchecked
 
 
-def verify_spark(path: str, settings: Settings, master: str) -> tuple[list[Verdict], dict]:
+def verify_spark(path: str, settings: Settings, master: str, keep_going: bool = False) -> tuple[list[Verdict], dict]:
     """Each group's pairs go to one task (grouped by group id); only verdicts come back. JSON
     Lines are read by the executors line by line (a bad line names its file and line)."""
     from groupcoord.adapters.observe.trace import JSONL
@@ -51,19 +58,19 @@ def verify_spark(path: str, settings: Settings, master: str) -> tuple[list[Verdi
         sc = spark.sparkContext
         keyed = (sc.textFile(name).zipWithIndex().flatMap(lambda li: _keyed(li, name)) if pairs is None
                  else sc.parallelize(pairs).flatMap(_key))
-        return _spark_verdicts(keyed.cache(), settings)
+        return _spark_verdicts(keyed.cache(), settings, keep_going)
     finally:
         spark.stop()
 
 
-def _spark_verdicts(keyed, settings: Settings) -> tuple[list[Verdict], dict]:
+def _spark_verdicts(keyed, settings: Settings, keep_going: bool = False) -> tuple[list[Verdict], dict]:
     bad = keyed.filter(lambda kv: kv[0][0] == "error").take(1)
     if bad:
         raise observed.TraceError(bad[0][0][1])
     unchecked = dict(keyed.filter(lambda kv: kv[0][0] == "unchecked").map(lambda kv: (kv[0][1], 1))
                      .reduceByKey(lambda a, b: a + b).collect())
     units = keyed.filter(lambda kv: kv[0][0] == "group").map(lambda kv: (kv[0][1], kv[1])).groupByKey()
-    rows = units.map(lambda gu: _verdict_row(gu[0], list(gu[1]), settings)).collect()
+    rows = units.map(lambda gu: _verdict_row(gu[0], list(gu[1]), settings, keep_going)).collect()
     return [Verdict(**r) for r in sorted(rows, key=lambda r: r["group_id"])], unchecked
 
 
@@ -90,8 +97,8 @@ def _key(obs) -> list:
     return [(("unchecked", observed.unchecked_reason(obs)), None)]
 
 
-def _verdict_row(group_id: str, unit: list, settings: Settings) -> dict:
-    return attrs.asdict(verify_group(group_id, observed.in_order(unit), settings), recurse=False)
+def _verdict_row(group_id: str, unit: list, settings: Settings, keep_going: bool = False) -> dict:
+    return attrs.asdict(verify_group(group_id, observed.in_order(unit), settings, keep_going), recurse=False)
 
 
 def summarize(verdicts: list[Verdict], unchecked: dict, seconds: float, engine: str) -> dict:
@@ -106,7 +113,10 @@ def summarize(verdicts: list[Verdict], unchecked: dict, seconds: float, engine: 
 
 
 def exit_code(summary: dict) -> int:
-    if summary[DIVERGES]:
+    if summary.get("findings") is not None:  # by finding: only known ones (--known) are not a divergence
+        if summary["findings"]:
+            return EXIT[DIVERGES]
+    elif summary[DIVERGES]:
         return EXIT[DIVERGES]
     if summary[INCONCLUSIVE] or not summary["groups"]:
         return EXIT[INCONCLUSIVE]  # nothing checked is not "all conform"
@@ -117,7 +127,7 @@ def _brief(v: Verdict) -> dict:
     return {"group_id": v.group_id, "detail": v.detail, "line": v.line, "excerpt": list(v.excerpt)}
 
 
-def write_report(out: Path, verdicts: list[Verdict], summary: dict) -> None:
+def write_report(out: Path, verdicts: list[Verdict], summary: dict, describe=None) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -132,36 +142,90 @@ def write_report(out: Path, verdicts: list[Verdict], summary: dict) -> None:
     table = pa.table({name: [cell(name, r[name]) for r in rows] for name in COLUMNS})
     pq.write_table(table, out / "verdicts.parquet")
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    (out / "summary.txt").write_text(format_summary(summary, verdicts))
+    (out / "summary.txt").write_text(format_summary(summary, verdicts, describe))
 
 
-def format_summary(summary: dict, verdicts: list[Verdict]) -> str:
+def format_summary(summary: dict, verdicts: list[Verdict], describe=None) -> str:
     lines = [f"{summary['groups']} groups: {summary[CONFORMS]} conform, {summary[DIVERGES]} diverge, "
              f"{summary[INCONCLUSIVE]} inconclusive ({summary['pairs_checked']} pairs checked, "
              f"{summary['seconds']} s on {summary['engine']})"]
     for reason, n in summary["pairs_not_checked"].items():
         lines.append(f"not checked: {n} {reason}")
     for v in verdicts:
-        lines.extend(describe_verdict(v))
+        lines.extend((describe or describe_verdict)(v))
     return "\n".join(lines) + "\n"
 
 
-def describe_verdict(v: Verdict, steps_shown: int = 12) -> list[str]:
-    """A group's verdict in words: nothing when it conforms; else why, and for a divergence
-    the broker's answer, what the spec allows there and the execution that got furthest."""
+def describe_verdict(v: Verdict, steps_shown: int = 12, known: frozenset = frozenset(),
+                     answers: bool = True) -> list[str]:
+    """A group's verdict in words: nothing when it conforms; else why, and for each divergence
+    (``v.more`` too, with --keep-going) its signature, where Kafka's answer comes from, the
+    broker's answer, what the spec allows there (``answers``) and the execution that got
+    furthest. Findings whose signature is in ``known`` are left out."""
     if v.verdict == INCONCLUSIVE:
         return [f"INCONCLUSIVE {v.group_id}: {v.detail}"]
     if v.verdict != DIVERGES:
         return []
-    lines = [f"DIVERGES {v.group_id}: {v.detail}"]
-    if v.observed is not None:
-        lines.append(f"  broker answered: {json.dumps(v.observed, sort_keys=True)}")
-    for a in v.allowed[:3]:
-        lines.append(f"  spec allows:     {a}")
-    lines.append(f"  inputs leading there (trace lines, in the order taken): {list(v.excerpt)}")
-    shown = v.steps[-steps_shown:]
-    lines.append(f"  the execution that got furthest ({len(v.steps)} inputs, the last {len(shown)}):")
-    lines.extend(f"    {s}" for s in shown)
+    lines: list[str] = []
+    for n, f in enumerate((v, *v.more)):
+        sig = signature_of(f)
+        if sig is not None and findings.is_known(sig, known):
+            continue
+        then = " (the answers of the findings before it taken as given)" if n else ""
+        lines.append(f"DIVERGES {v.group_id}: {f.detail}{then}")
+        lines.extend(finding_lines(f, "  "))
+        if answers and f.observed is not None:
+            lines.append(f"  broker answered: {findings.shown(f.observed)}")
+        if answers:
+            lines.extend(f"  spec allows:     {findings.shown(a)}" for a in f.allowed[:3])
+        lines.append(f"  inputs leading there (trace lines, in the order taken): {list(f.excerpt)}")
+        shown = f.steps[-steps_shown:]
+        lines.append(f"  the execution that got furthest ({len(f.steps)} inputs, the last {len(shown)}):")
+        lines.extend(f"    {s}" for s in shown)
+    return lines
+
+
+def signature_of(v: Verdict) -> str | None:
+    """A divergence's signature (findings.py), None for a verdict that names none."""
+    if len(v.mismatch) != 5:
+        return None
+    return findings.signature(*v.mismatch)
+
+
+def finding_lines(v: Verdict, indent: str) -> list[str]:
+    """The finding's signature, and where Kafka's answer comes from (and spec/peers.md)."""
+    sig = signature_of(v)
+    if sig is None:
+        return []
+    api, _version, field, spec, _broker = v.mismatch
+    return [f"{indent}finding: {sig}", *(f"{indent}{line}" for line in findings.pointers(api, field, spec, sig))]
+
+
+def tally(verdicts: list[Verdict], known: frozenset = frozenset()) -> tuple[dict[str, int], int]:
+    """Each distinct signature not in ``known`` with the number of groups showing it, and how
+    many findings ``known`` set aside."""
+    counts: dict[str, int] = {}
+    set_aside = 0
+    for v in verdicts:
+        if v.verdict != DIVERGES:
+            continue
+        sigs = [signature_of(f) or f"{v.group_id}: {f.detail}" for f in (v, *v.more)]
+        for sig in dict.fromkeys(sigs):
+            if findings.is_known(sig, known):
+                set_aside += 1
+            else:
+                counts[sig] = counts.get(sig, 0) + 1
+    return counts, set_aside
+
+
+def findings_text(counts: dict[str, int], set_aside: int, where: str) -> list[str]:
+    """The distinct findings, one signature a line (the --known file's format), and the count
+    set aside."""
+    n = len(counts)
+    lines = [f"{n} distinct divergence{'s' if n != 1 else ''} {where}" + (":" if n else "")]
+    lines.extend(f"  {sig}" + (f"   # {c} groups" if c > 1 else "") for sig, c in counts.items())
+    if set_aside:
+        lines.append(f"{set_aside} known finding{'s' if set_aside != 1 else ''} set aside")
     return lines
 
 
@@ -183,13 +247,27 @@ def run_logs(paths: list[str], report: str | None = None) -> tuple[int, str]:
 
 
 def run(path: str, settings: Settings, engine: str = "plain", master: str = "local[2]",
-        report: str | None = None) -> tuple[int, str]:
+        report: str | None = None, keep_going: bool = False, known: frozenset | None = None) -> tuple[int, str]:
+    """``keep_going``: every divergence of a group, not only its first; ``known``: signatures
+    set aside (--known FILE): counted, not reported, not a divergence for the exit status."""
     started = time.perf_counter()
     if engine == "spark":
-        verdicts, unchecked = verify_spark(path, settings, master)
+        verdicts, unchecked = verify_spark(path, settings, master, keep_going)
     else:
-        verdicts, unchecked = verify_plain(path, settings)
+        verdicts, unchecked = verify_plain(path, settings, keep_going=keep_going)
     summary = summarize(verdicts, unchecked, time.perf_counter() - started, engine)
+    by_finding = keep_going or known is not None
+    known = frozenset(known or ())
+    counts, set_aside = tally(verdicts, known)
+    if by_finding:
+        summary["findings"] = counts
+        summary["known_set_aside"] = set_aside
     out = Path(report) if report else Path(str(Path(path).resolve()).rstrip("/") + "-verify")
-    write_report(out, verdicts, summary)
-    return exit_code(summary), format_summary(summary, verdicts) + f"report: {out}\n"
+
+    def describe(v: Verdict) -> list[str]:
+        return describe_verdict(v, known=known)
+    write_report(out, verdicts, summary, describe)
+    text = format_summary(summary, verdicts, describe)
+    if by_finding:
+        text += "\n".join(findings_text(counts, set_aside, f"in {len(verdicts)} groups")) + "\n"
+    return exit_code(summary), text + f"report: {out}\n"

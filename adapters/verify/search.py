@@ -30,6 +30,7 @@ from groupcoord.adapters.protocol import schema
 from groupcoord.adapters.protocol.translate import request_event
 from groupcoord.adapters.verify.compare import (Ids, bind_listed, bind_own_id, core_fields, core_view, differences,
                                                 observed_view)
+from groupcoord.adapters.verify.findings import main_mismatch, mismatches
 from groupcoord.adapters.verify.observed import Obs
 from groupcoord.adapters.verify.open_values import settle
 
@@ -68,6 +69,11 @@ class Verdict:
     allowed: tuple = ()  # what the core answered there, in any execution tried (JSON text)
     excerpt: tuple = ()  # the lines of the inputs leading there, in the order the core took them
     steps: tuple = ()  # every input of that execution, requests, timers and writes alike, in words
+    # what the divergence is, for its signature (findings.py): (api, version, field, spec's value, broker's)
+    mismatch: tuple = ()
+    # keep_going: the divergences found past this one, each a Verdict (the broker's answer there
+    # taken as given, the search going on from the spec's state)
+    more: tuple = ()
 
 
 @attrs.frozen
@@ -85,22 +91,45 @@ class _Node:
 
 
 class _Failure(Exception):
-    def __init__(self, pos: int, why: str, core: dict | None = None) -> None:
+    def __init__(self, pos: int, why: str, core: dict | None = None, field: str = "answer", spec=None,
+                 broker=None) -> None:
         super().__init__(why)
         self.pos, self.why, self.core = pos, why, core
+        self.field, self.spec, self.broker = field, spec, broker
 
 
 class _Budget(Exception):
     pass
 
 
-def verify_group(group_id: str, unit: list[Obs], settings: Settings) -> Verdict:
-    return _Search(group_id, unit, settings).run()
+# keep_going: divergences reported per group at most (each one more search)
+MAX_FINDINGS_PER_GROUP = 20
+
+
+def verify_group(group_id: str, unit: list[Obs], settings: Settings, keep_going: bool = False) -> Verdict:
+    """The group's verdict. With ``keep_going``, a divergence's answer is then taken as given
+    (not compared, owed at no time) and the search runs again from the start, until it
+    conforms, is undecided or diverges at an answer already taken: the verdict is the first
+    divergence, the later ones in ``more``."""
+    verdict = _Search(group_id, unit, settings).run()
+    if not keep_going or verdict.verdict != DIVERGES or verdict.line is None:
+        return verdict
+    positions = {o.index: p for p, o in enumerate(unit)}
+    waived = {positions[verdict.line]}
+    more = []
+    while len(more) + 1 < MAX_FINDINGS_PER_GROUP:
+        later = _Search(group_id, unit, settings, frozenset(waived)).run()
+        if later.verdict != DIVERGES or later.line is None or positions[later.line] in waived:
+            break
+        more.append(later)
+        waived.add(positions[later.line])
+    return attrs.evolve(verdict, more=tuple(more))
 
 
 class _Search:
-    def __init__(self, group_id: str, unit: list[Obs], settings: Settings) -> None:
+    def __init__(self, group_id: str, unit: list[Obs], settings: Settings, waived: frozenset = frozenset()) -> None:
         self.gid, self.unit, self.settings = group_id, unit, settings
+        self.waived = waived  # positions whose answers are taken as given (keep_going)
         self.tol = settings.timer_tolerance_ms
         self.expiration_interval_ms = max(settings.config.offsets_retention_check_interval_ms - self.tol, 1)
         self.partition = partition_for(group_id, settings.config.offsets_topic_num_partitions)
@@ -110,7 +139,8 @@ class _Search:
         self.allowed: dict[int, set] = {}
         self.recv_ms = [o.recv_us // 1000 for o in unit]
         self.send_ms = [None if o.send_us is None else o.send_us // 1000 for o in unit]
-        self.owed = frozenset(p for p, o in enumerate(unit) if o.response is not None)
+        self.owed = frozenset(p for p, o in enumerate(unit) if o.response is not None and p not in waived)
+        self.t0_ms = min(self.recv_ms, default=0)  # times in reports: from the first request
         self.want = [None if o.response is None else observed_view(o.api, o.response) for o in unit]
         codes = set()
         for o in unit:
@@ -270,22 +300,23 @@ class _Search:
             event = request_event(obs.api, obs.version, body, request_id=p, now_ms=now,
                                   client_id=obs.client_id or "", new_member_uuid=f"obs{obs.index}")
         except (schema.SchemaError, KeyError, TypeError) as e:
-            raise _Failure(p, f"the request cannot be read as {obs.api} v{obs.version}: {e}") from None
+            raise _Failure(p, f"the request cannot be read as {obs.api} v{obs.version}: {e}", spec="unreadable",
+                           broker="given") from None
         child = attrs.evolve(node, fed=node.fed | {p}, path=node.path + (p,))
         return self._step(child, event)
 
     def _fire(self, node: _Node, timer: tuple, at_ms: int | None = None) -> _Node:
         deadline, _, key, payload = timer
         now = max(node.now_ms, deadline, at_ms or 0)
-        child = attrs.evolve(node, timers=node.timers[1:], path=node.path + (f"{type(key).__name__} at {now} ms",))
+        child = attrs.evolve(node, timers=node.timers[1:], path=node.path + (f"{type(key).__name__} at {self._at(now)}",))
         return self._step(child, ev.TimerFired(now_ms=now, key=key, payload=payload))
 
     def _step(self, node: _Node, event) -> _Node:
         if isinstance(event, (ev.WriteCompleted, ev.WriteFailed)):
             what = "completed" if isinstance(event, ev.WriteCompleted) else f"failed ({Error.parse(event.error).name})"
-            node = attrs.evolve(node, path=node.path + (f"write {event.write_id} {what} at {event.now_ms} ms",))
+            node = attrs.evolve(node, path=node.path + (f"write {event.write_id} {what} at {self._at(event.now_ms)}",))
         elif isinstance(event, ev.TimerFired) and isinstance(event.key, ExpirationTimer):
-            node = attrs.evolve(node, path=node.path + (f"expiration at {event.now_ms} ms",),
+            node = attrs.evolve(node, path=node.path + (f"expiration at {self._at(event.now_ms)}",),
                                 expired_ms=event.now_ms)
         coordinator = Coordinator.restore(node.state, self.settings.config)
         commands = coordinator.handle(event)
@@ -294,8 +325,9 @@ class _Search:
         responds = [(c.request_id, core_fields(self.unit[c.request_id].api, self.unit[c.request_id].version,
                                                 c.response)) for c in commands if isinstance(c, Respond)]
         for p, core in responds:  # own ids first: a leader's member list names members answered in the same step
-            if not bind_own_id(self.unit[p].api, core, self.unit[p].response, ids):
-                raise _Failure(p, "the member id answered is another member's")
+            if not bind_own_id(self.unit[p].api, core, self.unit[p].response, ids) and p not in self.waived:
+                raise _Failure(p, "the member id answered is another member's", spec="a new member's id",
+                               broker="another member's id")
         # a new generation's leader and protocol: the broker's, where the spec leaves them open
         state, remade, settled = settle(coordinator.snapshot(), commands, self.gid, lambda p: self.unit[p].response,
                                         ids, node.settled)
@@ -308,30 +340,35 @@ class _Search:
             obs = self.unit[p]
             got = core_view(obs.api, core, ids)
             self.allowed.setdefault(p, set()).add(json.dumps(got, sort_keys=True))
+            if p in self.waived:  # keep_going: the broker's answer taken as given
+                answered.add(p)
+                continue
             if obs.response is None:
                 if obs.open_until_us is not None and event.now_ms + self.tol < obs.open_until_us // 1000:
-                    raise _Failure(p, f"the broker never answered it (still waiting at {obs.open_until_us // 1000} "
-                                      f"ms); the spec answers at {event.now_ms} ms", got)
+                    raise _Failure(p, f"the broker never answered it (still waiting at "
+                                      f"{self._at(obs.open_until_us // 1000)}); the spec answers at "
+                                      f"{self._at(event.now_ms)}", got, spec="given", broker="none (waits)")
                 answered.add(p)
                 continue
             if event.now_ms > self.send_ms[p] + self.tol:
-                raise _Failure(p, f"the spec answers at {event.now_ms} ms, after the broker did "
-                                  f"({self.send_ms[p]} ms)", got)
+                raise _Failure(p, f"the spec answers at {self._at(event.now_ms)}, after the broker did "
+                                  f"({self._at(self.send_ms[p])})", got, spec="later", broker="sooner")
             throttle_ms = max(0, obs.response.get("throttle_time_ms") or 0)
             if event.now_ms + self.tol + throttle_ms < self.send_ms[p]:
                 # an answer goes out when it is made: a broker holding it longer is not the spec
-                raise _Failure(p, f"the spec answers at {event.now_ms} ms, the broker only at "
-                                  f"{self.send_ms[p]} ms", got)
+                raise _Failure(p, f"the spec answers at {self._at(event.now_ms)}, the broker only at "
+                                  f"{self._at(self.send_ms[p])}", got, spec="sooner", broker="later")
             if got != self.want[p]:
-                raise _Failure(p, "; ".join(differences(got, self.want[p])), got)
+                field, spec, broker = main_mismatch(mismatches(got, self.want[p])) or ("answer", "", "")
+                raise _Failure(p, "; ".join(differences(got, self.want[p])), got, field, spec, broker)
             answered.add(p)
         child = attrs.evolve(node, state=state, now_ms=event.now_ms, ids=ids, answered=frozenset(answered),
                              settled=settled)
         child = self._timers(child, commands)
         for p in self.owed - child.answered:  # broker answers the spec can no longer give in time
             if self.send_ms[p] is not None and self.send_ms[p] + self.tol < child.now_ms:
-                raise _Failure(p, f"the broker answered at {self.send_ms[p]} ms; the spec has not by "
-                                  f"{child.now_ms} ms")
+                raise _Failure(p, f"the broker answered at {self._at(self.send_ms[p])}; the spec has not by "
+                                  f"{self._at(child.now_ms)}", spec="none (waits)", broker="given")
         return child
 
     def _timers(self, node: _Node, commands: list) -> _Node:
@@ -364,7 +401,11 @@ class _Search:
         if isinstance(step, str):
             return step
         o = self.unit[step]
-        return f"line {o.index}: {o.api} received at {o.recv_us // 1000} ms"
+        return f"line {o.index}: {o.api} received at {self._at(o.recv_us // 1000)}"
+
+    def _at(self, ms: int) -> str:
+        """A time in a report: from the unit's first request."""
+        return f"+{ms - self.t0_ms} ms"
 
     def _divergence(self) -> Verdict:
         if self.best is None:
@@ -379,7 +420,8 @@ class _Search:
         return Verdict(self.gid, INCONCLUSIVE if self.moved else DIVERGES, detail, len(self.unit), self.nodes,
                        line=obs.index, observed=obs.response, allowed=tuple(sorted(self.allowed.get(f.pos, ()))),
                        excerpt=tuple(self.unit[p].index for p in path if isinstance(p, int)),
-                       steps=tuple(self._words(p) for p in path))
+                       steps=tuple(self._words(p) for p in path),
+                       mismatch=(obs.api, obs.version, f.field, f.spec, f.broker))
 
 
 def _mid_life(unit: list[Obs]) -> Obs | None:

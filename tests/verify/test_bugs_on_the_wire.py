@@ -261,7 +261,7 @@ RAW_SESSIONS = {
     "commit-from-stale-generation": (_stale_commit, "OffsetCommit"),
     "static-rejoin-keeps-old-id": (_static_replaced_completing, "JoinGroup"),
     "static-join-completing-no-rebalance": (_static_replaced_completing, "JoinGroup"),
-    "fenced-static-none": (_fenced_heartbeat, "Heartbeat v3 (line 3): error_code: spec 25, broker 0"),
+    "fenced-static-none": (_fenced_heartbeat, "Heartbeat v3 (line 3): error_code: spec UNKNOWN_MEMBER_ID (25), broker NONE (0)"),
     "static-replace-not-persisted": (_static_replaced_behind_a_commit, "JoinGroup"),
     "assignment-before-write": (_describe_behind_a_sync, "DescribeGroups"),
     "follower-assignment-accepted": (_follower_syncs_first, "SyncGroup"),

@@ -31,12 +31,12 @@ def test_the_cores_own_answers_conform(two):
 
 FAULTS = {
     # a heartbeat answered REBALANCE_IN_PROGRESS in a Stable group (the wrong Heartbeat error)
-    "wrong heartbeat error": (7, {"error_code": 27}, "error_code: spec 0, broker 27"),
+    "wrong heartbeat error": (7, {"error_code": 27}, "error_code: spec NONE (0), broker REBALANCE_IN_PROGRESS (27)"),
     # the generation bumped on every JoinGroup
     "generation bumped twice": (4, {"generation_id": 2}, "generation_id: spec 1, broker 2"),
     # no OffsetCommit fencing: a commit of an old generation accepted
     "commit not fenced": (15, {"topics": [{"name": "t", "partitions": [{"partition_index": 0, "error_code": 0}]}]},
-                          "error_code': 22"),
+                          "topics[].partitions[].error_code: spec ILLEGAL_GENERATION (22), broker NONE (0)"),
     # OffsetFetch answered before the commit was durable / lost
     "fetch misses the commit": (10, {"topics": []}, "committed_offset': 42"),
     # a second consumer never assigned: its SyncGroup answered with an empty assignment

@@ -37,8 +37,8 @@ def test_a_divergence_exits_1_and_says_where(tmp_path, two, capsys):
     dump(planted(two, 7, error_code=27), tmp_path / "t")
     assert main(["verify", str(tmp_path / "t")]) == 1
     out = capsys.readouterr().out
-    assert "DIVERGES g: Heartbeat v4 (line 7): error_code: spec 0, broker 27" in out
-    assert "spec allows:     {\"error_code\": 0}" in out
+    assert "DIVERGES g: Heartbeat v4 (line 7): error_code: spec NONE (0), broker REBALANCE_IN_PROGRESS (27)" in out
+    assert "spec allows:     {\"error_code\": \"NONE (0)\"}" in out
     assert (tmp_path / "t-verify" / "summary.txt").read_text().startswith("1 groups: 0 conform, 1 diverge")
 
 

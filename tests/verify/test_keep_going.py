@@ -1,0 +1,96 @@
+"""``groupcoord verify --keep-going`` and ``--known``: every distinct divergence of a recording
+(two planted in one group, one in another), each printed once with its signature, error names
+beside codes and a pointer to Kafka's source; a known-findings file sets findings aside."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from groupcoord.adapters.cli.main import main
+from groupcoord.adapters.verify.findings import read_known, signature
+from groupcoord.adapters.verify.from_core import observe
+from groupcoord.adapters.verify.observed import dump
+
+from verify_scripts import CONFIG, TWO_MEMBERS, planted
+
+HEARTBEAT = "Heartbeat v4 error_code: NONE (0) vs REBALANCE_IN_PROGRESS (27)"
+FETCH = "OffsetFetch v7 topics[].partitions[].committed_offset: 42 vs 7"
+
+
+@pytest.fixture(scope="module")
+def two():
+    return observe(TWO_MEMBERS, CONFIG)
+
+
+def _recording(two, tmp_path):
+    """Group g: a heartbeat answered REBALANCE_IN_PROGRESS (line 7) and a fetch answered a
+    wrong offset (line 10); group h: the same heartbeat fault."""
+    g = planted(two, 7, error_code=27)
+    fetch = next(o for o in g if o.index == 10)
+    wrong = json.loads(json.dumps(fetch.response))
+    wrong["topics"][0]["partitions"][0]["committed_offset"] = 7
+    g = planted(g, 10, topics=wrong["topics"])
+    h = observe([(t, c, a, v, {**b, "group_id": "h"}, cl) for t, c, a, v, b, cl in TWO_MEMBERS], CONFIG)
+    h = planted(h, 7, error_code=27)
+    return dump(g + h, tmp_path / "t")
+
+
+def test_the_signature_names_the_api_version_field_and_both_values():
+    assert signature("DeleteGroups", 2, "results[].error_code", 69, 0) == \
+        "DeleteGroups v2 results[].error_code: GROUP_ID_NOT_FOUND (69) vs NONE (0)"
+    assert signature("JoinGroup", 9, "member_id", "m-1", "") == 'JoinGroup v9 member_id: <id> vs ""'
+
+
+def test_without_keep_going_a_group_stops_at_its_first_divergence(two, tmp_path, capsys):
+    _recording(two, tmp_path)
+    assert main(["verify", str(tmp_path / "t"), "--out", str(tmp_path / "r")]) == 1
+    out = capsys.readouterr().out
+    assert HEARTBEAT in out and FETCH not in out, out
+
+
+def test_keep_going_reports_every_distinct_divergence_once(two, tmp_path, capsys):
+    _recording(two, tmp_path)
+    assert main(["verify", str(tmp_path / "t"), "--out", str(tmp_path / "r"), "--keep-going"]) == 1
+    out = capsys.readouterr().out
+    assert "2 distinct divergences in 2 groups:" in out, out
+    tail = out.split("2 distinct divergences in 2 groups:")[1].splitlines()[1:]
+    assert tail[0].strip().startswith(HEARTBEAT) and "# 2 groups" in tail[0], out
+    assert tail[1].strip() == FETCH, out
+    # each finding printed once per group it is in, with names beside codes and Kafka's source
+    assert out.count(f"finding: {HEARTBEAT}") == 2 and out.count(f"finding: {FETCH}") == 1, out
+    assert out.count("broker answered:") == 3, out
+    assert '"error_code": "REBALANCE_IN_PROGRESS (27)"' in out
+    assert "Kafka's answer: Kafka 1eb7644 GroupMetadataManager.java classicGroupHeartbeat" in out
+    assert "Kafka's answer: Kafka 1eb7644 OffsetMetadataManager.java fetchOffsets" in out
+    # times from the first request
+    assert "line 1: JoinGroup received at +0 ms" in out
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["findings"] == {HEARTBEAT: 2, FETCH: 1} and summary["known_set_aside"] == 0
+
+
+def test_known_findings_are_set_aside_and_only_known_ones_exit_0(two, tmp_path, capsys):
+    _recording(two, tmp_path)
+    known = tmp_path / "known.txt"
+    # pasted from the output above: its indentation and the count comment are fine
+    known.write_text(f"# Tansu-like heartbeat\n  {HEARTBEAT}   # 2 groups\n\n")
+    assert read_known(str(known)) == {HEARTBEAT}
+    assert main(["verify", str(tmp_path / "t"), "--out", str(tmp_path / "r"), "--keep-going",
+                 "--known", str(known)]) == 1
+    out = capsys.readouterr().out
+    assert "1 distinct divergence in 2 groups:" in out and "2 known findings set aside" in out, out
+    assert f"finding: {HEARTBEAT}" not in out and f"finding: {FETCH}" in out, out
+    known.write_text(f"{HEARTBEAT}\n{FETCH}\n")
+    assert main(["verify", str(tmp_path / "t"), "--out", str(tmp_path / "r"), "--keep-going",
+                 "--known", str(known)]) == 0
+    out = capsys.readouterr().out
+    assert "0 distinct divergences in 2 groups" in out and "3 known findings set aside" in out, out
+    assert "DIVERGES" not in out, out
+
+
+def test_an_unreadable_known_file_is_one_line_and_exit_2(two, tmp_path, capsys):
+    dump(two, tmp_path / "t")
+    assert main(["verify", str(tmp_path / "t"), "--known", str(tmp_path / "missing.txt")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("groupcoord verify: error: --known"), err
