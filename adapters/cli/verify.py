@@ -18,7 +18,11 @@ def add_verify_command(sub) -> None:
                    help="the directory `groupcoord record` wrote (or its observed.jsonl)")
     p.add_argument("--kafka-log", nargs="+", metavar="FILE", default=None,
                    help="check Kafka's own logs instead: a broker's GroupCoordinator lines and Java consumers' "
-                        "lines (Kafka 2.x to 4.x), against the spec's transitions and generations")
+                        "lines (Kafka 0.9 to 4.x, each version's wording), against the spec's transitions and "
+                        "generations")
+    p.add_argument("--kafka-version", metavar="VERSION", default=None,
+                   help="with --kafka-log: the brokers' Kafka release (e.g. 2.3.0), where the lines' wording "
+                        "cannot tell it (it names version-specific bugs such as KAFKA-8653)")
     p.add_argument("--engine", choices=["plain", "spark"], default="plain",
                    help="plain: one process; spark: a group per task (default: %(default)s)")
     p.add_argument("--master", default="local[2]", help="Spark master for --engine spark (default: %(default)s)")
@@ -52,8 +56,12 @@ def run_verify(args) -> int:
         from groupcoord.adapters.verify.kafka_log import LogError
 
         try:
-            code, text = run.run_logs(args.kafka_log, report=args.out)
-        except LogError as e:
+            if args.kafka_version is not None:
+                from groupcoord.adapters.verify.kafka_log_lines import families_of_release
+
+                families_of_release(args.kafka_version)
+            code, text = run.run_logs(args.kafka_log, report=args.out, release=args.kafka_version)
+        except (LogError, ValueError) as e:
             return fail(prog, str(e))
         print(text, end="")
         return code

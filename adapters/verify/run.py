@@ -229,19 +229,20 @@ def findings_text(counts: dict[str, int], set_aside: int, where: str) -> list[st
     return lines
 
 
-def run_logs(paths: list[str], report: str | None = None) -> tuple[int, str]:
-    """``verify --kafka-log``: the groups of Kafka's logs (kafka_log.py), reported alike."""
-    from groupcoord.adapters.verify.kafka_log import check_logs, read_logs
+def run_logs(paths: list[str], report: str | None = None, release: str | None = None) -> tuple[int, str]:
+    """``verify --kafka-log``: the groups of Kafka's logs (kafka_log.py), reported alike;
+    ``release``: the brokers' Kafka version, when known."""
+    from groupcoord.adapters.verify.kafka_log import check_logs, describe, read_logs
 
     started = time.perf_counter()
     read = read_logs(paths)
-    verdicts = check_logs(read)
+    verdicts = check_logs(read, release)
     unchecked = {"log lines matching no known statement": len(read.unknown)} if read.unknown else {}
     summary = summarize(verdicts, unchecked, time.perf_counter() - started, "kafka logs")
     summary["unknown_lines"] = [f"{where}: {text}" for where, text in read.unknown[:50]]
     out = Path(report) if report else Path(str(Path(paths[0]).resolve()) + "-verify")
-    write_report(out, verdicts, summary)
-    text = format_summary(summary, verdicts).replace(" pairs checked,", " logged events checked,", 1)
+    write_report(out, verdicts, summary, describe)
+    text = format_summary(summary, verdicts, describe).replace(" pairs checked,", " logged events checked,", 1)
     text += "".join(f"  unknown: {line}\n" for line in summary["unknown_lines"][:10])
     return exit_code(summary), text + f"report: {out}\n"
 

@@ -1,77 +1,106 @@
-"""Kafka's own logs as observations (``verify --kafka-log``): a broker's GroupCoordinator lines
-(Kafka 4.x's and 2.x's wording, written from the log statements of Kafka's source) and the Java
-consumer's, checked against the spec's transition table and generation rules; a planted fault
-of each kind diverges at its line; unknown lines are counted and listed."""
+"""Kafka's own logs as observations (``verify --kafka-log``), judged on real logs.
+
+tests/verify/kafka_logs/ holds excerpts of logs people posted publicly (issue threads, Q&A,
+blog posts, docs, files committed in public repositories), verbatim, each with a header naming
+its source, the Kafka version as far as known and what happened (spec/verify.md lists them).
+No excerpt there was written by us. On every one the checker must conform or be inconclusive
+with a stated reason, except excerpts of known coordinator bugs, which it must flag with the
+bug named. Planted faults in copies of real excerpts must each diverge at their line."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import pytest
 
 from groupcoord.adapters.cli.main import main
-from groupcoord.adapters.verify.kafka_log import check_logs, read_logs
+from groupcoord.adapters.verify import kafka_log_lines as kl
+from groupcoord.adapters.verify.kafka_log import check_logs, header, read_logs
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, INCONCLUSIVE
 
 from paths import TESTS
 
-DATA = TESTS / "verify" / "data"
+CORPUS = TESTS / "verify" / "kafka_logs"
+EXCERPTS = sorted(CORPUS.glob("*.log"))
+# Bugs the checker names; an excerpt of another bug must still not diverge without naming it.
+NAMED_BUGS = {"KAFKA-8653"}
 
 
-def _verdicts(*paths):
-    return {v.group_id: v for v in check_logs(read_logs(paths))}
+def _verdicts(*paths, release=None):
+    return {v.group_id: v for v in check_logs(read_logs(paths), release)}
 
 
-def test_a_broker_and_its_consumers_logs_conform():
-    read = read_logs([DATA / "broker-4x.log", DATA / "consumer.log"])
-    v = _verdicts(DATA / "broker-4x.log", DATA / "consumer.log")["orders"]
-    assert v.verdict == CONFORMS and v.nodes >= 8, v
-    assert [line for line, _ in read.unknown] == [f"{DATA / 'broker-4x.log'}:11"]  # the partition load line
+def _release(path: Path) -> str | None:
+    """The broker's release when the excerpt's source says it exactly (as a user would give
+    it with --kafka-version)."""
+    m = re.match(r"(\d+\.\d+\.\d+)\b", header(path).get("kafka", ""))
+    return m.group(1) if m else None
 
 
-def test_kafka_2x_wording_conforms():
-    vs = _verdicts(DATA / "broker-2x.log")
-    assert {g: v.verdict for g, v in vs.items()} == {"billing": CONFORMS, "shipping": CONFORMS}
+@pytest.mark.parametrize("path", EXCERPTS, ids=[p.name for p in EXCERPTS])
+def test_a_real_excerpt_conforms_or_is_inconclusive_with_a_reason(path: Path):
+    bug = header(path).get("bug")
+    verdicts = _verdicts(path, release=_release(path))
+    for v in verdicts.values():
+        assert v.verdict in (CONFORMS, INCONCLUSIVE, DIVERGES)
+        if v.verdict == DIVERGES:
+            assert bug and v.observed["bug"] == bug, f"{v.group_id}: {v.detail}"
+        if v.verdict == INCONCLUSIVE:
+            assert len(v.detail) > 20, v.detail
 
 
+def test_kafka_8653_is_flagged_on_a_real_log_given_the_release_and_named_as_needing_it_otherwise():
+    """KAFKA-8653 (Kafka 2.3.0): 2.3.x and 2.4 word their lines alike, so the lines alone can
+    only say what they would need; with the release given, the bug is named."""
+    excerpts = [p for p in EXCERPTS if header(p).get("bug") == "KAFKA-8653"]
+    flagged = {p.name for p in excerpts if _release(p) == "2.3.0"
+               and any(v.observed.get("bug") == "KAFKA-8653" for v in _verdicts(p, release="2.3.0").values())}
+    assert len(flagged) >= 1, "no real excerpt of KAFKA-8653 is flagged"
+    for name in flagged:
+        v = next(iter(_verdicts(CORPUS / name).values()))
+        assert v.verdict == CONFORMS and "KAFKA-8653 if the broker is Kafka 2.3.0" in v.detail + str(v.observed)
+        assert next(iter(_verdicts(CORPUS / name, release="2.3.1").values())).verdict == CONFORMS
+
+
+# Planted faults: each in a copy of a real excerpt, one line changed as a faulty coordinator
+# would log it; each must diverge at that line (the excerpt itself conforms).
 FAULTS = {
-    # the generation bumped twice for one join phase
-    "generation skipped": ("Stabilized group orders generation 2 with 1 members",
-                           "Stabilized group orders generation 3 with 1 members", "the spec moves it from 1 to 2"),
-    # a rebalance started while one was under way, as if its state were lost
-    "rebalance from preparing": ("in state Stable with old generation 1",
-                                 "in state PreparingRebalance with old generation 1",
-                                 "a rebalance prepared from PreparingRebalance"),
-    # the leader's assignment taken for an old generation
-    "stale assignment": ("for group orders for generation 2.", "for group orders for generation 1.",
-                         "an assignment for generation 1"),
+    # the join phase jumps a generation
+    "skipped generation": ("2.4-3.1-clickhouse-33433-leader-rejoin-loop.log",
+                           "generation 138897 (__consumer_offsets", "generation 138898 (__consumer_offsets",
+                           "Kafka moves it from 138896 to 138897"),
 }
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
-def test_a_planted_fault_diverges_at_its_line(tmp_path, fault):
-    old, new, why = FAULTS[fault]
-    text = (DATA / "broker-4x.log").read_text()
-    assert text.count(old) == 1
-    (tmp_path / "broker.log").write_text(text.replace(old, new))
-    v = _verdicts(tmp_path / "broker.log")["orders"]
-    assert v.verdict == DIVERGES and why in v.detail, v.detail
+def test_a_planted_fault_in_a_real_excerpt_diverges_at_its_line(tmp_path, fault):
+    name, old, new, why = FAULTS[fault]
+    text = (CORPUS / name).read_text()
+    assert text.count(old) == 1, (name, old)
+    assert all(v.verdict == CONFORMS for v in _verdicts(CORPUS / name).values())
+    (tmp_path / name).write_text(text.replace(old, new))
+    vs = [v for v in _verdicts(tmp_path / name).values() if v.verdict == DIVERGES]
+    assert vs and why in vs[0].detail, [v.detail for v in _verdicts(tmp_path / name).values()]
     line = next(n for n, l in enumerate(text.splitlines(), start=1) if old in l)
-    assert v.detail.startswith(f"{tmp_path / 'broker.log'}:{line}:")
-
-
-def test_a_consumer_in_a_generation_never_stabilized_diverges(tmp_path):
-    (tmp_path / "consumer.log").write_text((DATA / "consumer.log").read_text().replace("generationId=2", "generationId=5"))
-    v = _verdicts(DATA / "broker-4x.log", tmp_path / "consumer.log")["orders"]
-    assert v.verdict == DIVERGES and "which the coordinator never stabilized" in v.detail
-
-
-def test_consumer_lines_alone_are_inconclusive():
-    assert _verdicts(DATA / "consumer.log")["orders"].verdict == INCONCLUSIVE
+    assert f"{tmp_path / name}:{line}:" in vs[0].detail, vs[0].detail
+    assert vs[0].observed["bug"] is None
 
 
 def test_the_command_reports_logs_and_their_unknown_lines(tmp_path, capsys):
-    assert main(["verify", "--kafka-log", str(DATA / "broker-4x.log"), str(DATA / "consumer.log"),
-                 "--out", str(tmp_path / "r")]) == 0
+    path = CORPUS / "2.4-3.1-clickhouse-33433-leader-rejoin-loop.log"
+    assert main(["verify", "--kafka-log", str(path), "--out", str(tmp_path / "r")]) == 0
     out = capsys.readouterr().out
-    assert "1 groups: 1 conform" in out and "not checked: 1 log lines matching no known statement" in out
+    assert "1 groups: 1 conform" in out
     assert main(["verify", "--kafka-log", str(tmp_path / "missing.log")]) == 2
     assert main(["verify"]) == 2
+
+
+def test_line_layouts_of_real_logs_are_read(tmp_path):
+    """A container's prefix, a shipper's timestamp before the application's, a thread name
+    after the logger: the message and the application's own time are what count."""
+    line = kl.parse("2021-05-04T16:41:31.006683114Z 2021-05-04 16:41:31,006 INFO [GroupCoordinator 0]: Member m-1 in "
+                    "group g has failed, removing it from the group (kafka.coordinator.group.GroupCoordinator) "
+                    "[executor-Heartbeat]", "x:1")
+    assert line is not None and (line.kind, line.group_id, line.broker, line.time) == (
+        "failed", "g", "0", "2021-05-04 16:41:31,006")
