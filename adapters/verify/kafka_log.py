@@ -32,7 +32,6 @@ are named (KAFKA-8653)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import attrs
@@ -44,6 +43,7 @@ from groupcoord.core.states import PREPARING_REBALANCE
 REBALANCE_KINDS = {"prepare", "stable", "empty"}
 REMOVAL_KINDS = {"failed", "left", "removed"}
 CLIENT_KINDS = {"client-joined", "client-synced", "client-rebalancing"}
+_COORDINATOR_KINDS = {"prepare", "stable", "empty", "assign", "joins", "failed", "left", "removed"}
 
 
 class LogError(ValueError):
@@ -136,17 +136,24 @@ class _Walk:
     prepared: kl.Line | None = None
     prepared_from: str | None = None  # the phase the last rebalance was prepared from
     settled: kl.Line | None = None  # the last Stabilized/empty line, for the member count
-    removals: int = 0               # members the lines removed since ``settled``
+    removals: set = attrs.Factory(set)  # ids of members the lines removed since ``settled``
     window: tuple | None = None     # (from, to, removals between them, the prepare before ``to``)
     checked: int = 0
     notes: list = attrs.Factory(list)
     findings: list = attrs.Factory(list)
     generations: dict = attrs.Factory(dict)  # generation -> "stable" | "empty" (what this source logged)
 
+    def trusts(self, *kinds: str) -> bool:
+        """Whether lines of these kinds would be in the source had they been logged: the source
+        holds some (one of each group given), or three kinds of statement or more, which no
+        filter for one statement leaves (a contiguous run, or a log filtered by group id)."""
+        rich = len(self.kinds & _COORDINATOR_KINDS) >= 3
+        return rich or all(bool(set(k.split("|")) & self.kinds) for k in kinds)
+
     @property
     def related(self) -> bool:
-        """The source holds both rebalance starts and ends, so lines of both kinds relate."""
-        return "prepare" in self.kinds and bool({"stable", "empty"} & self.kinds)
+        """Rebalance starts and ends relate: both kinds would be there had they been logged."""
+        return self.trusts("prepare", "stable|empty")
 
     def fail(self, line: kl.Line, why: str, bug: str | None = None) -> None:
         self.findings.append(Finding(line.where, why, bug))
@@ -156,9 +163,9 @@ class _Walk:
 
     def _prepare(self, e: kl.Line) -> None:
         self._close_window()
-        sync = _PENDING_SYNC.match(e.reason or "")
-        if sync:  # members removed for not syncing are named only in this reason (their own line is DEBUG)
-            self.removals += kl.count_members(sync.group(1))
+        # a member removed before the rebalance it caused (and named in its reason): those removed
+        # for not syncing are named only there (their own line is DEBUG)
+        self.removals |= set(e.removed)
         if e.state is not None and self.families <= kl.PRINTS_STATE:
             self.checked += 1
             if e.state != PREPARING_REBALANCE.value:
@@ -197,7 +204,7 @@ class _Walk:
                          f"join phase only from PreparingRebalance")
         if self.settled is not None and e.members is not None and self.settled.members is not None:
             self.window = (self.settled, e, self.removals, self.prepared)
-        self.removals = 0
+        self.removals = set()
         self.phase = "empty" if empty else "completing"
         self.generation, self.settled = e.generation, attrs.evolve(e, members=0) if empty else e
         if e.generation is not None:
@@ -240,18 +247,25 @@ class _Walk:
                          f"{' or '.join(sorted(allowed))} (generation {self.generation})")
 
     def _assign(self, e: kl.Line) -> None:
+        """The leader's assignment: Kafka takes it in CompletingRebalance, for the generation being
+        completed; from 2.8 the line counts the group's members then, a new baseline for the
+        member count (members removed since the generation's line are in it)."""
         if self.phase is None or self.generation is None:
-            return
-        if self.phase in ("completing", "stable") and e.generation == self.generation:
+            self.phase, self.generation = "stable", e.generation
+        elif self.phase in ("completing", "stable") and e.generation == self.generation:
             self.checked += 1
             self.phase = "stable"
         elif self.related:
             self.fail(e, f"the leader's assignment for generation {e.generation} taken while the group was "
                          f"{_PHASES[self.phase]} at generation {self.generation}: Kafka takes it only in "
                          f"CompletingRebalance, for the generation being completed")
+            return
+        if e.members is not None:
+            self._close_window()
+            self.settled, self.removals = e, set()
 
     def _removal(self, e: kl.Line) -> None:
-        self.removals += e.count
+        self.removals |= set(e.removed)
 
     _failed = _left = _removed = _removal
 
@@ -275,7 +289,7 @@ class _Walk:
 
     def _forget(self, generation: int | None) -> None:
         self._close_window()
-        self.phase, self.generation, self.prepared, self.settled, self.removals = None, generation, None, None, 0
+        self.phase, self.generation, self.prepared, self.settled, self.removals = None, generation, None, None, set()
 
     def _close_window(self) -> None:
         """Compare the member counts of the last two settled generations, with the removals
@@ -285,7 +299,7 @@ class _Walk:
             return
         before, after, between, prepared = self.window
         self.window = None
-        vanished = before.members - between - self.removals - after.members
+        vanished = before.members - len(between | self.removals) - after.members
         if vanished <= 0:
             self.checked += 1
             return
@@ -301,7 +315,6 @@ class _Walk:
         self._close_window()
 
 
-_PENDING_SYNC = re.compile(r"Removing (.*) on pending sync request expiration")
 _PHASES = {"preparing": "PreparingRebalance", "completing": "CompletingRebalance", "stable": "Stable",
            "empty": "Empty"}
 

@@ -201,7 +201,7 @@ class Line:
     state: str | None = None
     members: int | None = None
     member: str | None = None
-    count: int = 1        # members a removal line names
+    removed: tuple = ()   # the member ids a line says were removed (a removal line, a rebalance's reason)
     reason: str | None = None
     text: str = ""
 
@@ -231,11 +231,11 @@ def parse(raw: str, where: str) -> Line | None:
             continue
         stamp = _stamp(prefix or body[:found.start()])
         reason = d.get("reason")
-        count = count_members(d["set"]) if d.get("set") is not None else 1
+        removed = _removed(statement.kind, d, where)
         return Line(statement.kind, (group or "").rstrip(".,"), where, stamp[1], stamp[0],
                     _refine(statement.kind, d, statement.families) or statement.families, broker,
                     int(d["gen"]) if d.get("gen") is not None else None, d.get("state") or d.get("state2"),
-                    int(d["n"]) if d.get("n") is not None else None, d.get("m"), count,
+                    int(d["n"]) if d.get("n") is not None else None, d.get("m"), removed,
                     reason, raw.strip()[:300])
     return None
 
@@ -301,9 +301,33 @@ def _stamp(prefix: str) -> tuple[str | None, int | None]:
     return text, int((t - datetime(1970, 1, 1)).total_seconds() * 1000)
 
 
-def count_members(members: str) -> int:
-    """How many members ``Set(a, b)`` / ``[a, b]`` / ``a, b`` names."""
+def members_named(members: str) -> list[str]:
+    """The member ids ``Set(a, b)`` / ``HashSet(a)`` / ``[a, b]`` / ``(a, b)`` / ``a, b`` names."""
     inner = members.strip().rstrip(".")
     inner = re.sub(r"^(?:Set|HashSet|List)?[(\[{]", "", inner)
     inner = re.sub(r"[)\]}]$", "", inner).strip()
-    return len([p for p in inner.split(",") if p.strip()]) if inner else 0
+    return [p.strip() for p in inner.split(",") if p.strip()] if inner else []
+
+
+# A rebalance's reason that says members were removed before it was logged.
+_REMOVING = (
+    re.compile(r"^[Rr]emoving member (\S+) on (?:heartbeat expiration|LeaveGroup)"),
+    re.compile(r"^Removing (.*) on pending sync request expiration"),
+    re.compile(r"^explicit `LeaveGroup` request for \((.*)\) members\.$"),
+)
+
+
+def _removed(kind: str, d: dict, where: str) -> tuple:
+    """The ids a line says were removed; one that names none it can read counts as one member."""
+    if kind in ("failed", "left"):
+        member = d.get("m") or ""
+        inner = re.search(r"memberId=([^,)]+)", member)
+        return (inner.group(1) if inner else member or f"?{where}",)
+    if kind == "removed":
+        return tuple(members_named(d["set"])) or (f"?{where}",)
+    if kind == "prepare" and d.get("reason"):
+        for pattern in _REMOVING:
+            m = pattern.match(d["reason"])
+            if m:
+                return tuple(members_named(m.group(1))) or (f"?{where}",)
+    return ()

@@ -63,13 +63,27 @@ def test_kafka_8653_is_flagged_on_a_real_log_given_the_release_and_named_as_need
         assert next(iter(_verdicts(CORPUS / name, release="2.3.1").values())).verdict == CONFORMS
 
 
-# Planted faults: each in a copy of a real excerpt, one line changed as a faulty coordinator
-# would log it; each must diverge at that line (the excerpt itself conforms).
+# Planted faults: each in a copy of a real excerpt, one line changed (or dropped: None) as a
+# faulty coordinator would log it; the excerpt itself conforms, the copy diverges at that line
+# (a dropped line: at the line after it).
 FAULTS = {
-    # the join phase jumps a generation
     "skipped generation": ("2.4-3.1-clickhouse-33433-leader-rejoin-loop.log",
                            "generation 138897 (__consumer_offsets", "generation 138898 (__consumer_offsets",
                            "Kafka moves it from 138896 to 138897"),
+    "stabilized with no preparing": ("2.3-jaeger-1819-kafka-8653-ingester-rebalance.log",
+                                     "with old generation 1698 (", None,
+                                     "generation 1699 stabilized with no rebalance prepared since generation 1698"),
+    "state the line cannot print": ("3.2-3.6-node-rdkafka-1041-first-member-joins.log",
+                                    "in state PreparingRebalance with old generation 0",
+                                    "in state Stable with old generation 0", "so the state it prints is always "
+                                                                             "PreparingRebalance"),
+    "state the table forbids there": ("3.2-3.6-snuba-6585-explicit-leavegroup.log",
+                                      "joins group spans_group in Stable state", "joins group spans_group in Empty state",
+                                      "a member joined the group in state Empty, but the lines above leave it "
+                                      "CompletingRebalance or Stable"),
+    "generation back without dead": ("2.3-jaeger-1819-kafka-8653-ingester-rebalance.log",
+                                     "with old generation 1698 (", "with old generation 1690 (",
+                                     "the generation went back from 1698 to 1690"),
 }
 
 
@@ -79,11 +93,15 @@ def test_a_planted_fault_in_a_real_excerpt_diverges_at_its_line(tmp_path, fault)
     text = (CORPUS / name).read_text()
     assert text.count(old) == 1, (name, old)
     assert all(v.verdict == CONFORMS for v in _verdicts(CORPUS / name).values())
-    (tmp_path / name).write_text(text.replace(old, new))
-    vs = [v for v in _verdicts(tmp_path / name).values() if v.verdict == DIVERGES]
-    assert vs and why in vs[0].detail, [v.detail for v in _verdicts(tmp_path / name).values()]
-    line = next(n for n, l in enumerate(text.splitlines(), start=1) if old in l)
-    assert f"{tmp_path / name}:{line}:" in vs[0].detail, vs[0].detail
+    lines = text.splitlines(keepends=True)
+    at = next(n for n, line in enumerate(lines) if old in line)
+    lines[at] = lines[at].replace(old, new) if new is not None else ""
+    (tmp_path / name).write_text("".join(lines))
+    verdicts = _verdicts(tmp_path / name)
+    vs = [v for v in verdicts.values() if v.verdict == DIVERGES]
+    assert vs and why in vs[0].detail, [v.detail for v in verdicts.values()]
+    line = at + 1  # a dropped line: the next one takes its number
+    assert vs[0].detail.startswith(f"{tmp_path / name}:{line}:"), vs[0].detail
     assert vs[0].observed["bug"] is None
 
 
@@ -104,3 +122,28 @@ def test_line_layouts_of_real_logs_are_read(tmp_path):
                     "[executor-Heartbeat]", "x:1")
     assert line is not None and (line.kind, line.group_id, line.broker, line.time) == (
         "failed", "g", "0", "2021-05-04 16:41:31,006")
+
+
+def corpus_table() -> str:
+    """spec/verify.md's table of the corpus, from the files' headers."""
+    rows = ["| file | Kafka | side | what happened | source |", "|---|---|---|---|---|"]
+    for p in EXCERPTS:
+        h = header(p)
+        cells = [f"`{p.name}`", h.get("kafka", ""), h.get("side", ""), h.get("what", ""), h.get("source", "")]
+        rows.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    return "\n".join(rows)
+
+
+SPEC = TESTS.parent / "spec" / "verify.md"
+_TABLE = re.compile(r"(<!-- corpus table -->\n)(.*?)(<!-- end corpus table -->)", re.S)
+
+
+def test_spec_verify_lists_every_excerpt_of_the_corpus():
+    found = _TABLE.search(SPEC.read_text())
+    assert found, "spec/verify.md has no corpus table markers"
+    assert found.group(2).strip() == corpus_table(), (
+        "spec/verify.md's corpus table is stale: run python tests/verify/test_kafka_logs.py")
+
+
+if __name__ == "__main__":  # rewrite spec/verify.md's corpus table from the headers
+    SPEC.write_text(_TABLE.sub(lambda m: m.group(1) + corpus_table() + "\n" + m.group(3), SPEC.read_text()))
