@@ -190,6 +190,10 @@ class _Walk:
     def _stable(self, e: kl.Line, empty: bool = False) -> None:
         word = "emptied" if empty else "stabilized"
         self._close_window()
+        if e.members == 0 and not empty:
+            self.checked += 1
+            self.fail(e, "generation stabilized with 0 members: Kafka logs a join phase that ends with no members "
+                         "as 'is now empty' (onCompleteJoin)")
         if self.phase == "preparing" and self.related:
             want = None if self.prepared.generation is None else self.prepared.generation + 1
             self.checked += 1
@@ -261,8 +265,22 @@ class _Walk:
                          f"CompletingRebalance, for the generation being completed")
             return
         if e.members is not None:
+            self._vanished_since_settled(e)
             self._close_window()
             self.settled, self.removals = e, set()
+
+    def _vanished_since_settled(self, e: kl.Line) -> None:
+        """No member joins a generation being completed without a new rebalance, so the leader's
+        count is at least the generation's less the members removed since (a removal logged late,
+        Kafka 3.0-3.9, only makes this weaker)."""
+        if self.settled is None or self.settled.members is None or self.settled.generation != e.generation:
+            return
+        self.checked += 1
+        vanished = self.settled.members - len(self.removals) - e.members
+        if vanished > 0 and not (self.families & kl.SILENT_REMOVALS):
+            self.fail(e, f"the leader's assignment counts {e.members} members, but generation {e.generation} had "
+                         f"{self.settled.members} ({self.settled.where}) and the lines since remove "
+                         f"{len(self.removals)}: {vanished} member(s) left with no line saying so")
 
     def _removal(self, e: kl.Line) -> None:
         self.removals |= set(e.removed)
@@ -385,8 +403,10 @@ def _why_unchecked(lines: list[kl.Line], walks: list[_Walk], notes: list[str]) -
     if notes:
         return notes[0]
     if walks and not any(w.related for w in walks) and kinds & REBALANCE_KINDS:
-        return (f"only {', '.join(sorted(kinds & REBALANCE_KINDS))} lines of the rebalance statements (a filtered "
-                f"log?): nothing relates them")
+        missing = sorted({"prepare", "stable or empty"} - {"stable or empty" if kinds & {"stable", "empty"} else "",
+                                                              "prepare" if "prepare" in kinds else ""})
+        return (f"only {', '.join(sorted(kinds - CLIENT_KINDS))} lines: with no {' or '.join(missing)} line to "
+                f"relate them to, nothing is constrained")
     return f"no logged step constrains the group ({len(lines)} lines: {', '.join(sorted(kinds))})"
 
 

@@ -130,6 +130,38 @@ STATEMENTS = (
                                   r"rebalancing"),
 )
 
+def _leads(statement: Statement) -> tuple[str, ...]:
+    """The words a statement's message can start with, to try only the statements a message
+    could be: its regex's leading word, the leading word of each branch of a leading ``(?:...)``
+    group, or both sides of a leading optional ``[Group G] `` context."""
+    text = statement.pattern.pattern
+    if text.startswith(r"(?:\[Group"):
+        return "[Group", text.split(")?", 1)[1].split(" ")[0]
+    if not text.startswith("(?:"):
+        return (re.match(r"(?:\\\[|\w)+", text).group().replace("\\", ""),)
+    branches, depth, begin = [], 0, 3
+    for i, c in enumerate(text[3:], start=3):
+        if c == "(":
+            depth += 1
+        elif c == ")" and depth == 0:
+            branches.append(text[begin:i])
+            break
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            branches.append(text[begin:i])
+            begin = i + 1
+    return tuple(re.match(r"\w+", b).group() for b in branches)
+
+
+_BY_LEAD: dict[str, list[Statement]] = {}
+for _statement in STATEMENTS:
+    for _lead in _leads(_statement):
+        if _statement not in _BY_LEAD.setdefault(_lead, []):
+            _BY_LEAD[_lead].append(_statement)
+_LEADS = re.compile("|".join(re.escape(k) for k in sorted(_BY_LEAD, key=len, reverse=True)))
+
+
 # What a line's optional parts say of its family: (kind, field, test, families if it holds).
 _WORDING = (
     ("prepare", "reason", lambda r: r.startswith("Adding new member") and " with group " not in r, since(F21, F22)),
@@ -212,7 +244,10 @@ def parse(raw: str, where: str) -> Line | None:
         return None
     if raw.lstrip().startswith("{"):
         raw = _from_json(raw)
-    body = _LOGGER.sub("", raw.rstrip())
+    body = raw.rstrip()
+    tail = _LOGGER.search(body, max(0, len(body) - 400))
+    if tail:
+        body = body[:tail.start()]
     context_group = broker = None
     start = 0
     for m in _CLIENT.finditer(body):
@@ -221,22 +256,24 @@ def parse(raw: str, where: str) -> Line | None:
     if m and m.end() > start:
         broker, start = m.group("b"), m.end()
     prefix = body[:start]
-    for statement in STATEMENTS:
-        found = _find(statement, body, start)
-        if found is None:
+    for at in ((start,) if start else _message_starts(body)):
+        lead = _LEADS.match(body, at)
+        if lead is None:
             continue
-        d = found.groupdict()
-        group = d.get("g") or d.get("g2") or d.get("g3") or d.get("g4") or context_group
-        if not group and statement.kind != "reset":
-            continue
-        stamp = _stamp(prefix or body[:found.start()])
-        reason = d.get("reason")
-        removed = _removed(statement.kind, d, where)
-        return Line(statement.kind, (group or "").rstrip(".,"), where, stamp[1], stamp[0],
-                    _refine(statement.kind, d, statement.families) or statement.families, broker,
-                    int(d["gen"]) if d.get("gen") is not None else None, d.get("state") or d.get("state2"),
-                    int(d["n"]) if d.get("n") is not None else None, d.get("m"), removed,
-                    reason, raw.strip()[:300])
+        for statement in _BY_LEAD[lead.group()]:
+            found = statement.pattern.match(body, at)
+            if found is None:
+                continue
+            d = found.groupdict()
+            group = d.get("g") or d.get("g2") or d.get("g3") or d.get("g4") or context_group
+            if not group and statement.kind != "reset":
+                continue
+            stamp = _stamp(prefix or body[:at])
+            return Line(statement.kind, (group or "").rstrip(".,"), where, stamp[1], stamp[0],
+                        _refine(statement.kind, d, statement.families) or statement.families, broker,
+                        int(d["gen"]) if d.get("gen") is not None else None, d.get("state") or d.get("state2"),
+                        int(d["n"]) if d.get("n") is not None else None, d.get("m"), _removed(statement.kind, d, where),
+                        d.get("reason"), raw.strip()[:300])
     return None
 
 
@@ -253,17 +290,6 @@ def _from_json(raw: str) -> str:
         return raw
     stamp = next((record[k] for k in ("ts", "@timestamp", "timestamp", "time") if isinstance(record.get(k), str)), "")
     return f"{stamp} {message.rstrip()}" if not _STAMP.search(message[:40]) else message.rstrip()
-
-
-def _find(statement: Statement, body: str, start: int):
-    """The statement's match at the start of the message: right after the context prefix when
-    the line has one, else at any point a message can start (an unknown prefix: a shipper's,
-    a container's, another layout's)."""
-    for at in ((start,) if start else _message_starts(body)):
-        m = statement.pattern.match(body, at)
-        if m:
-            return m
-    return None
 
 
 _SEPARATORS = re.compile(r"\]:? |: | - |\| |\b(?:INFO|WARN|WARNING|DEBUG|ERROR|TRACE)\s+")
@@ -283,22 +309,26 @@ def _message_starts(text: str):
 
 
 def _stamp(prefix: str) -> tuple[str | None, int | None]:
-    """The last timestamp before the message: the application's own, not a shipper's."""
+    """The last timestamp before the message: the application's own, not a shipper's (ms,
+    read as UTC: zones are not compared, only differences within one source)."""
     found = _STAMP.findall(prefix)
     if not found:
         return None, None
     text = found[-1]
-    norm = text.replace("T", " ").replace(",", ".")
-    if "." in norm:
-        head, frac = norm.split(".")
-        norm = f"{head}.{(frac + '000')[:3]}"
-    else:
-        norm += ".000"
+    d = _FIELDS.match(text)
+    if d is None:
+        return text, None
+    y, mo, day, h, mi, sec, frac = d.groups()
     try:
-        t = datetime.strptime(norm, "%Y-%m-%d %H:%M:%S.%f")
+        days = datetime(int(y), int(mo), int(day)).toordinal() - _EPOCH
     except ValueError:
         return text, None
-    return text, int((t - datetime(1970, 1, 1)).total_seconds() * 1000)
+    ms = int((frac or "0")[:3].ljust(3, "0"))
+    return text, ((days * 24 + int(h)) * 60 + int(mi)) * 60_000 + int(sec) * 1000 + ms
+
+
+_FIELDS = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)(?:[,.](\d+))?")
+_EPOCH = datetime(1970, 1, 1).toordinal()
 
 
 def members_named(members: str) -> list[str]:
