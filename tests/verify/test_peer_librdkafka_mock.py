@@ -338,3 +338,29 @@ def test_the_mock_advertises_these_group_apis():
     assert group == {"JoinGroup": (0, 6), "SyncGroup": (0, 4), "Heartbeat": (0, 5), "LeaveGroup": (0, 4),
                      "OffsetCommit": (0, 9), "OffsetFetch": (0, 6), "FindCoordinator": (0, 3),
                      "DescribeGroups": None, "ListGroups": None, "DeleteGroups": None, "OffsetDelete": None}, group
+
+
+def test_9_members_preferring_different_protocols_abort_the_mock():
+    """One member prefers range, two roundrobin (each supports both): Kafka's vote picks
+    roundrobin; the mock asserts that every member's first protocol is the leader's, and the
+    process that hosts it aborts when the join phase ends (the members get no answer)."""
+    member_meta = bytes.fromhex("0000000000010002743400000000")
+    mock = start_mock(topics=[TOPIC])
+    members = []
+    try:
+        for name, protocols in (("a", ["range", "roundrobin"]), ("b", ["roundrobin", "range"]),
+                                ("c", ["roundrobin", "range"])):
+            m = RawMember(mock.port, name)
+            members.append(m)
+            m.send("JoinGroup", 3, {"group_id": "vote", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000,
+                                    "member_id": "", "protocol_type": "consumer",
+                                    "protocols": [{"name": p, "metadata": member_meta} for p in protocols]})
+        with pytest.raises(ConnectionError):
+            members[0].answer(15)  # the mock's first join phase ends 3 s after the first join
+        wait_until(lambda: not mock.alive(), 10, "the mock's process to end")
+    finally:
+        for m in members:
+            m.close()
+        code = mock.stop()
+    assert code == -6, (code, mock.stderr())  # SIGABRT
+    assert "rd_kafka_mock_cgrp_classic_elect_leader: Assertion" in mock.stderr(), mock.stderr()
