@@ -46,7 +46,7 @@ class LibrdkafkaMock:
     in it (4 partitions each), up when the constructor returns; ``stop()`` ends it."""
 
     def __init__(self, brokers: int = 1, topics: Iterable[str] = (), timeout: float = 30.0) -> None:
-        cmd = [sys.executable, "-m", MODULE, "--brokers", str(brokers)]
+        cmd = [sys.executable, "-m", MODULE, "--brokers", str(brokers), "--timeout", str(timeout)]
         for topic in topics:
             cmd += ["--topic", topic]
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -57,11 +57,11 @@ class LibrdkafkaMock:
         first: list[str] = []
         reader = threading.Thread(target=lambda: first.append(self.proc.stdout.readline()), daemon=True)
         reader.start()
-        reader.join(timeout)  # the child's first line, or nothing by then
+        reader.join(timeout + 10)  # the child's first line, or nothing by then (it waits `timeout` itself)
         if not first or not first[0]:
             self.stop(timeout=5)
             why = "did not start" if not first else "exited"
-            raise MockError(f"librdkafka's mock cluster {why} within {timeout}s: {self.stderr()[-2000:]}")
+            raise MockError(f"librdkafka's mock cluster {why} within {timeout + 10}s: {self.stderr()[-2000:]}")
         ready = json.loads(first[0])
         self.brokers: dict[int, str] = {int(k): v for k, v in ready["brokers"].items()}
         self.bootstrap: str = ready["bootstrap"]
@@ -158,8 +158,7 @@ def _serve(brokers: int, topics: Sequence[str], timeout: float) -> int:
         while not stop.wait(0.5):  # (a wait the signal handlers can end)
             pass
     finally:
-        producer.flush(5)
-        del producer  # rd_kafka_destroy: the mock cluster ends with its client
+        del producer  # rd_kafka_destroy (it produced nothing): the mock cluster ends with its client
     return 0
 
 
