@@ -1,7 +1,8 @@
 """``groupcoord probe``: ``CoordinatorStateMachine`` against a running broker. Exit 0: N examples
-ran and every answer was one the spec allows; 1: a divergence (shrunk, printed, written as a
-conformance scenario); 2: bad input or a broker that cannot be reached; 3: the checker could
-not decide (its budget spent, or the broker said its coordinator moved)."""
+ran and every answer was one the spec allows (or a known finding, ``--known``); 1: divergences
+(each distinct one shrunk, printed, written as a conformance scenario; ``--stop-at-first``: the
+first only); 2: bad input or a broker that cannot be reached; 3: the checker could not decide
+(its budget spent, or the broker said its coordinator moved)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from pathlib import Path
 
 from groupcoord.adapters.cli import parsing
 from groupcoord.adapters.cli.parsing import fail
-from groupcoord.adapters.cli.verify import config_from_args
+from groupcoord.adapters.cli.verify import add_known_flag, config_from_args, read_known_flag
 from groupcoord.core.config import KAFKA_NAMES, ConfigError
 
 DEFAULT_TOPIC = "groupcoord-probe"
-DEFAULT_PARTITIONS = 3  # a topic probe creates (CreateTopics) when the broker lacks it
+DEFAULT_PARTITIONS = 3  # a topic probe creates with CreateTopics (auto-creation: the broker's count)
 
 
 def add_probe_command(sub) -> None:
@@ -27,9 +28,10 @@ def add_probe_command(sub) -> None:
                                    "commits during a rebalance, admin calls in every state) against the broker, a "
                                    "fresh group per example, and checks every answer with verify's search. Give "
                                    "the broker's group settings by their Kafka names (e.g. "
-                                   "--group.initial.rebalance.delay.ms 0). Exit 0: N examples without a "
-                                   "divergence; 1: a divergence (shrunk; a scenario file in --out); 2: bad input "
-                                   "or unreachable; 3: undecided.")
+                                   "--group.initial.rebalance.delay.ms 0). Each distinct divergence (by its "
+                                   "signature) is shrunk and reported once, and the search goes on past it. Exit "
+                                   "0: N examples without a new divergence; 1: divergences (each shrunk; a "
+                                   "scenario file each in --out); 2: bad input or unreachable; 3: undecided.")
     p.add_argument("--bootstrap", required=True, type=parsing.bootstrap, metavar="HOST:PORT",
                    help="the broker (its group coordinator is found with FindCoordinator)")
     p.add_argument("--examples", type=parsing.number(int, 1, "a whole number of at least 1"), default=100,
@@ -42,11 +44,19 @@ def add_probe_command(sub) -> None:
                    help="where a divergence's scenario file goes (default: %(default)s; written only then)")
     p.add_argument("--topic", action="append", default=None, metavar="NAME",
                    help=f"a topic the consumers subscribe to (repeatable; default {DEFAULT_TOPIC}); one the "
-                        f"broker lacks is created with {DEFAULT_PARTITIONS} partitions")
+                        f"broker lacks is asked for with auto-creation (Metadata), else created with "
+                        f"{DEFAULT_PARTITIONS} partitions (CreateTopics)")
     p.add_argument("--timer-tolerance-ms", type=parsing.number(int, 0, "milliseconds, at least 0"), default=1000,
                    help="how far from its deadline the broker may fire a timer (default: %(default)s)")
     p.add_argument("--config", metavar="FILE", help="the broker's settings as a properties file (Kafka names; "
                                                     "flags win)")
+    going = p.add_mutually_exclusive_group()
+    going.add_argument("--keep-going", dest="keep_going", action="store_true", default=True,
+                       help="after a divergence, set its signature aside and search on for others, until "
+                            "--examples are drawn (the default)")
+    going.add_argument("--stop-at-first", "--no-keep-going", dest="keep_going", action="store_false",
+                       help="stop at the first divergence")
+    add_known_flag(p)
     for name in sorted(KAFKA_NAMES):
         p.add_argument("--" + name, dest="kafka:" + name, metavar="VALUE", default=None, help=argparse.SUPPRESS)
 
@@ -55,9 +65,12 @@ def run_probe(args) -> int:
     prog = args.prog
     try:
         config = config_from_args(args)
+        known = read_known_flag(args) or frozenset()
     except (ConfigError, OSError, ValueError) as e:
         return fail(prog, str(e))
-    from groupcoord.testing.probe import ProbeFailed, probe
+    from groupcoord.adapters.verify.progress import Progress
+    from groupcoord.adapters.verify.run import findings_text
+    from groupcoord.testing.probe import probe_all
     from groupcoord.testing.systems import Unreachable
 
     seed = args.seed if args.seed is not None else int(time.time_ns() % 2**32)
@@ -68,27 +81,43 @@ def run_probe(args) -> int:
     print(f"probing {args.bootstrap}: {args.examples} examples of up to {args.steps} steps, seed {seed}, "
           f"topics {topics}", flush=True)
     started = time.monotonic()
-    try:
-        ran = probe(args.bootstrap, config, topics, examples=args.examples, steps=args.steps, seed=seed,
-                    timer_tolerance_ms=args.timer_tolerance_ms)
-    except Unreachable as e:
-        return fail(prog, str(e))
-    except ProbeFailed as f:
+    out = Path(args.out)
+
+    def report(f, n: int) -> None:
         print(f.report)
         if f.scenario is not None:
-            out = Path(args.out)
             out.mkdir(parents=True, exist_ok=True)
-            path = out / f"probe-{seed}.json"
+            path = out / (f"probe-{seed}-{n}.json" if args.keep_going else f"probe-{seed}.json")
             path.write_text(json.dumps(f.scenario, indent=1) + "\n")
-            print(f"reproduction: {path} (run it: groupcoord scenario {path})")
-        print(f"seed {seed}; {time.monotonic() - started:.1f} s")
-        return f.exit_code
-    print(f"{ran} examples, no divergence ({time.monotonic() - started:.1f} s)")
-    return 0
+            print(f"  reproduction: {path} (run it: groupcoord scenario {path})")
+        print(flush=True)
+    try:
+        run = probe_all(args.bootstrap, config, topics, examples=args.examples, steps=args.steps, seed=seed,
+                        timer_tolerance_ms=args.timer_tolerance_ms, keep_going=args.keep_going, known=known,
+                        progress=Progress(), on_finding=report)
+    except Unreachable as e:
+        return fail(prog, str(e))
+    if run.undecided is not None:
+        print(run.undecided.report)
+    took = f"seed {seed}; {time.monotonic() - started:.1f} s"
+    if args.keep_going and (run.findings or run.known_met):
+        print("\n".join(findings_text({f.signature: 1 for f in run.findings}, len(run.known_met),
+                                       f"in {run.examples} examples")))
+        print(took)
+    elif run.findings or run.undecided is not None:
+        print(took)
+    else:
+        aside = f", {len(run.known_met)} known findings set aside" if run.known_met else ""
+        print(f"{run.examples} examples, no divergence{aside} ({time.monotonic() - started:.1f} s)")
+    if run.findings:
+        return 1
+    return run.undecided.exit_code if run.undecided is not None else 0
 
 
-async def _topics(bootstrap: str, names: list[str]) -> dict[str, int]:
-    """Each topic's partition count at the broker (created when missing, where it can)."""
+async def _topics(bootstrap: str, names: list[str], wait_s: float = 5.0) -> dict[str, int]:
+    """Each topic's partition count at the broker. A missing one is created where the broker
+    can: by a Metadata request that allows auto-creation (v4+, as a consumer's does; the broker
+    creates it when its settings allow), else by CreateTopics; else one line says so."""
     from groupcoord.adapters.client.kafka_client import Cluster, KafkaError
     from groupcoord.testing.systems import Unreachable
 
@@ -96,16 +125,21 @@ async def _topics(bootstrap: str, names: list[str]) -> dict[str, int]:
     try:
         counts = await _counts(cluster, names)
         missing = [n for n in names if counts.get(n) is None]
-        if missing:
-            client = await cluster.any()
-            if 19 not in client.versions:
-                raise Unreachable(f"topic {missing[0]} does not exist at {bootstrap}, which cannot create topics: "
-                                  f"create it, or name one it has with --topic")
+        client = await cluster.any() if missing else None
+        if missing and client.version(3) >= 4:
+            await cluster.metadata(missing, auto_create=True)
+            counts = await _settled(cluster, names, wait_s)  # a broker may create it after answering
+            missing = [n for n in names if counts.get(n) is None]
+        if missing and 19 in client.versions:
             await client.request(19, {"topics": [{"name": n, "num_partitions": DEFAULT_PARTITIONS,
                                                   "replication_factor": -1, "assignments": [], "configs": []}
                                                  for n in missing], "timeout_ms": 5000, "validate_only": False},
                                  client.version(19), timeout=10)
-            counts = await _counts(cluster, names)
+            counts = await _settled(cluster, names, wait_s)
+        elif missing:
+            raise Unreachable(f"topic {missing[0]} does not exist at {bootstrap}, which created none when asked "
+                              f"(Metadata with auto-creation) and has no CreateTopics: create it, or name one it "
+                              f"has with --topic")
         absent = [n for n in names if not counts.get(n)]
         if absent:
             raise Unreachable(f"topic {absent[0]} does not exist at {bootstrap} and could not be created")
@@ -114,6 +148,17 @@ async def _topics(bootstrap: str, names: list[str]) -> dict[str, int]:
         raise Unreachable(f"cannot reach {bootstrap}: {e or type(e).__name__}") from None
     finally:
         await cluster.close()
+
+
+async def _settled(cluster, names: list[str], wait_s: float) -> dict[str, int | None]:
+    """The counts once every topic shows (or ``wait_s`` has passed): a broker may create a
+    topic after the request asking for it is answered."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        counts = await _counts(cluster, names)
+        if all(counts.get(n) for n in names) or time.monotonic() > deadline:
+            return counts
+        await asyncio.sleep(0.1)
 
 
 async def _counts(cluster, names: list[str]) -> dict[str, int | None]:

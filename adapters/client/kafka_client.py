@@ -210,14 +210,16 @@ class Cluster:
                 last = e
         raise KafkaError(f"cannot reach any bootstrap server {self.bootstrap}: {last}")
 
-    async def metadata(self, topics: list[str] | None = None) -> dict:
+    async def metadata(self, topics: list[str] | None = None, auto_create: bool = False) -> dict:
+        """``auto_create``: the broker may create the topics asked for, where its settings allow
+        (the request's flag, v4+; a broker speaking only older versions decides alone)."""
         client = await self.any()
         v = client.version(3)
         if topics is None:
             fields = {"topics": None if v >= 1 else []}
         else:
             fields = {"topics": [{"name": t, "topic_id": None} for t in topics]}
-        fields["allow_auto_topic_creation"] = False
+        fields["allow_auto_topic_creation"] = auto_create
         response = await client.request(3, fields, v)
         self.brokers = {b["node_id"]: (b["host"], b["port"]) for b in response["brokers"]}
         return response

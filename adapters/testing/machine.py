@@ -25,7 +25,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 
 from groupcoord.adapters.checks import invariants as inv
 from groupcoord.adapters.verify import observed
-from groupcoord.adapters.verify.run import describe_verdict
+from groupcoord.adapters.verify.findings import is_known
+from groupcoord.adapters.verify.run import describe_verdict, signature_of
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, Settings, Verdict, verify_group
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.errors import Error
@@ -100,6 +101,9 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
     group_prefix: str = "g-"
     static_members: bool | None = None  # None: each consumer static or dynamic, drawn
     verify_budget: int = 50_000
+    # Signatures of divergences set aside (findings.py): an answer diverging only so is taken as
+    # given (``verify_group(keep_going=True)``) and the example goes on; ``aside`` hears of each
+    set_aside: frozenset = frozenset()
 
     def __init__(self) -> None:
         super().__init__()
@@ -107,6 +111,7 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
         self.consumers: list[Consumer] = []
         self._owner: dict[int, int] = {}  # request index -> consumer
         self._learned: set[int] = set()
+        self._given: set[int] = set()  # lines whose answers diverged only as ``set_aside`` says
 
     # ------------------------------------------------------------------ set-up
 
@@ -317,13 +322,29 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
             return
         settings = Settings(config=self.config, timer_tolerance_ms=self.sut.timer_tolerance_ms,
                             budget=self.verify_budget, from_birth=True)
-        verdict = verify_group(self.group_id, pairs, settings)
+        verdict = verify_group(self.group_id, pairs, settings, keep_going=bool(self.set_aside),
+                               given=frozenset(self._given))
         if verdict.verdict == CONFORMS:
             return
+        if verdict.verdict == DIVERGES and self.set_aside:
+            new = []
+            for found in (verdict, *verdict.more):
+                sig = signature_of(found)
+                if sig is not None and is_known(sig, self.set_aside):
+                    self._given.add(found.line)  # taken as given in the checks after this one too
+                    self.aside(sig)
+                else:
+                    new.append(found)
+            if not new:
+                return
+            verdict = new[0]
         text = "\n".join(describe_verdict(verdict))
         if verdict.verdict == DIVERGES:
             raise Divergence(text, list(self.sut.sent), self.config, dict(self.topics), verdict)
         raise Inconclusive(text, list(self.sut.sent), verdict)
+
+    def aside(self, signature: str) -> None:
+        """An answer diverged with a signature in ``set_aside`` (taken as given)."""
 
     @invariant()
     def group_invariants_hold(self) -> None:

@@ -1,15 +1,23 @@
-"""``groupcoord probe``'s engine: ``CoordinatorStateMachine`` against a broker at an address,
-its first divergence shrunk by hypothesis, told in words and written as a conformance scenario."""
+"""``groupcoord probe``'s engine: ``CoordinatorStateMachine`` against a broker at an address.
+A divergence is shrunk by hypothesis, told in words and written as a conformance scenario.
+With ``keep_going`` it is set aside by its signature (adapters/verify/findings.py) and a fresh
+search goes on for others, the examples counted over all searches; ``known`` signatures are
+set aside from the start."""
 
 from __future__ import annotations
 
 import json
+from typing import Callable
 
+import attrs
 from hypothesis import HealthCheck, Phase, Verbosity, seed as use_seed, settings, strategies as st
 from hypothesis.errors import Flaky
 from hypothesis.stateful import get_state_machine_test, invariant
 
 from groupcoord.adapters.conformance.scenarios import hexed
+from groupcoord.adapters.verify.findings import is_known, named, pointers, shown
+from groupcoord.adapters.verify.progress import Progress
+from groupcoord.adapters.verify.run import signature_of
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.testing.machine import CoordinatorStateMachine, Divergence, Inconclusive
 from groupcoord.testing.reproduce import scenario
@@ -20,17 +28,81 @@ class ProbeFailed(Exception):
     """A divergence (``exit_code`` 1) or an undecided check (3): ``report`` says it in words,
     ``scenario`` reproduces it (None when there is nothing to write)."""
 
-    def __init__(self, report: str, scenario: dict | None, exit_code: int) -> None:
+    def __init__(self, report: str, scenario: dict | None, exit_code: int, signature: str | None = None) -> None:
         super().__init__(report)
-        self.report, self.scenario, self.exit_code = report, scenario, exit_code
+        self.report, self.scenario, self.exit_code, self.signature = report, scenario, exit_code, signature
+
+
+@attrs.define
+class ProbeRun:
+    """What ``probe_all`` found: ``examples`` drawn (shrinking's replays not counted), each
+    distinct divergence (a ProbeFailed, exit code 1, in the order found), the known signatures
+    met and set aside, and what could not be decided (a ProbeFailed, exit code 3, or None)."""
+
+    examples: int = 0
+    findings: list = attrs.Factory(list)
+    known_met: set = attrs.Factory(set)
+    undecided: ProbeFailed | None = None
 
 
 def probe(bootstrap: str, config: CoordinatorConfig, topics: dict[str, int], *, examples: int, steps: int,
           seed: int, timer_tolerance_ms: int = 1000,
           machine: type[CoordinatorStateMachine] = CoordinatorStateMachine) -> int:
     """Run ``examples`` examples of ``machine`` (a subclass adds or leaves out rules) against
-    the broker; the number run, or ProbeFailed."""
+    the broker; the number run, or ProbeFailed at the first divergence."""
+    run = probe_all(bootstrap, config, topics, examples=examples, steps=steps, seed=seed,
+                    timer_tolerance_ms=timer_tolerance_ms, machine=machine, keep_going=False)
+    if run.findings:
+        raise run.findings[0]
+    if run.undecided is not None:
+        raise run.undecided
+    return run.examples
+
+
+def probe_all(bootstrap: str, config: CoordinatorConfig, topics: dict[str, int], *, examples: int, steps: int,
+              seed: int, timer_tolerance_ms: int = 1000,
+              machine: type[CoordinatorStateMachine] = CoordinatorStateMachine, keep_going: bool = True,
+              known: frozenset = frozenset(), progress: Progress | None = None,
+              on_finding: Callable[[ProbeFailed, int], None] | None = None) -> ProbeRun:
+    """Up to ``examples`` examples in all. Each search (seed ``seed``, then ``seed + 1``, ...)
+    stops at a divergence whose signature is neither ``known`` nor found before, and shrinks
+    it; with ``keep_going`` the next search sets it aside, until the examples are spent. An
+    undecided check ends the run. ``on_finding(finding, n)`` hears of each as it is found."""
+    run = ProbeRun()
+    round_ = 0
+    while run.examples < examples:
+        set_aside = frozenset(known) | {f.signature for f in run.findings if f.signature is not None}
+        drawn, failed = _search(bootstrap, config, topics, examples=examples - run.examples, steps=steps,
+                                seed=seed + round_, timer_tolerance_ms=timer_tolerance_ms, machine=machine,
+                                set_aside=set_aside, known=frozenset(known), run=run, progress=progress)
+        run.examples += drawn
+        round_ += 1
+        if failed is None:
+            break
+        if failed.exit_code != 1:
+            run.undecided = failed
+            break
+        if failed.signature is not None and is_known(failed.signature, set_aside):
+            break  # (cannot happen: a set-aside answer fails nothing) no endless loop all the same
+        run.findings.append(failed)
+        if on_finding is not None:
+            if progress is not None:
+                progress.done()
+            on_finding(failed, len(run.findings))
+        if not keep_going:
+            break
+    if progress is not None:
+        progress.done()
+    return run
+
+
+def _search(bootstrap: str, config: CoordinatorConfig, topics: dict[str, int], *, examples: int, steps: int,
+            seed: int, timer_tolerance_ms: int, machine: type[CoordinatorStateMachine], set_aside: frozenset,
+            known: frozenset, run: ProbeRun, progress: Progress | None) -> tuple[int, ProbeFailed | None]:
+    """One hypothesis search: the examples drawn before its failure (or all), and the failure
+    shrunk (None when every example passed)."""
     ran = [0]
+    drawn: list[int] = []  # examples drawn when the first failure came (later runs are shrinking's)
     seen: list = []  # failures as they happened (a replay that differs loses hypothesis's own)
 
     class Probe(machine):  # type: ignore[valid-type,misc]
@@ -41,17 +113,28 @@ def probe(bootstrap: str, config: CoordinatorConfig, topics: dict[str, int], *, 
 
         def teardown(self) -> None:
             ran[0] += 1
+            if progress is not None:
+                done = run.examples + (drawn[0] if drawn else ran[0])
+                progress.update(f"probe: {done} examples, {len(run.findings)} divergences"
+                                + (", shrinking one" if seen else ""))
             super().teardown()
+
+        def aside(self, signature: str) -> None:
+            if is_known(signature, known):
+                run.known_met.add(signature)
 
         @invariant()
         def answers_are_allowed(self) -> None:
             try:
                 super().answers_are_allowed()
             except (Divergence, Inconclusive) as e:
+                if not seen:
+                    drawn.append(ran[0] + 1)
                 seen.append(e)
                 raise
 
     Probe.topics = dict(topics)
+    Probe.set_aside = set_aside
     test = get_state_machine_test(Probe, settings=settings(
         max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
         suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet, report_multiple_bugs=False,
@@ -59,22 +142,30 @@ def probe(bootstrap: str, config: CoordinatorConfig, topics: dict[str, int], *, 
     try:
         use_seed(seed)(test)()
     except Divergence as d:
-        raise ProbeFailed(_report(d.sent, d.verdict, str(d), "DIVERGES"), _scenario(d, bootstrap, seed), 1) from None
+        return drawn[0] if drawn else ran[0], _diverges(d, bootstrap, seed)
     except Inconclusive as i:
-        raise ProbeFailed(_report(i.sent, i.verdict, str(i), "UNDECIDED"), None, 3) from None
+        return drawn[0] if drawn else ran[0], ProbeFailed(_report(i.sent, i.verdict, str(i), "UNDECIDED"), None, 3)
     except Flaky as flaky:
         # a broker's timing differed when hypothesis replayed the example: the failure seen
         # first is still one (every answer was judged), shown unshrunk
+        n = drawn[0] if drawn else ran[0]
         if not seen:
-            raise ProbeFailed(f"UNDECIDED: an example failed and hypothesis could not replay it (the broker's "
-                              f"timing differed between runs): {type(flaky).__name__}: {flaky}", None, 3) from None
+            return n, ProbeFailed(f"UNDECIDED: an example failed and hypothesis could not replay it (the broker's "
+                                  f"timing differed between runs): {type(flaky).__name__}: {flaky}", None, 3)
         note = "(seen once, not shrunk: it did not happen again when hypothesis replayed the requests)"
         first = seen[0]
         if isinstance(first, Inconclusive):
-            raise ProbeFailed(_report(first.sent, first.verdict, f"{first}\n{note}", "UNDECIDED"), None, 3) from None
-        raise ProbeFailed(_report(first.sent, first.verdict, f"{first}\n{note}", "DIVERGES"),
-                          _scenario(first, bootstrap, seed), 1) from None
-    return ran[0]
+            return n, ProbeFailed(_report(first.sent, first.verdict, f"{first}\n{note}", "UNDECIDED"), None, 3)
+        return n, _diverges(first, bootstrap, seed, note)
+    return ran[0], None
+
+
+def _diverges(d: Divergence, bootstrap: str, seed: int, note: str = "") -> ProbeFailed:
+    sig = signature_of(d.verdict) if d.verdict is not None else None
+    if sig is None:
+        sig = str(d).splitlines()[0][:200]  # an invariant broken: its words
+    text = _report(d.sent, d.verdict, str(d) if d.verdict is None else "", "DIVERGES", sig)
+    return ProbeFailed(text + (f"\n{note}" if note else ""), _scenario(d, bootstrap, seed), 1, sig)
 
 
 def _scenario(d: Divergence, bootstrap: str, seed: int) -> dict | None:
@@ -92,18 +183,28 @@ def _about(s: Sent, group: str) -> bool:
     return group in groups_of(s.obs())
 
 
-def _report(sent: list[Sent], verdict, diagnosis: str, word: str) -> str:
-    lines = [f"{word}: the shortest sequence hypothesis found ({len(sent)} requests):"]
+def _report(sent: list[Sent], verdict, diagnosis: str, word: str, sig: str | None = None) -> str:
+    """The finding told once: its signature and where Kafka's answer comes from, then the
+    shortest sequence hypothesis found, each request with the broker's answer (times from the
+    first request), the diverging one marked with what the spec answers there, then why."""
+    lines = [f"{word}: {sig}" if sig else f"{word}:"]
+    if sig and verdict is not None and len(verdict.mismatch) == 5:
+        api, _version, field, spec, _broker = verdict.mismatch
+        lines.extend(f"  {line}" for line in pointers(api, field, spec, sig))
+    lines.append(f"  the shortest sequence hypothesis found ({len(sent)} requests):")
     t0 = min((s.recv_us for s in sent), default=0)
+    at = verdict.line if verdict is not None else None
     for s in sorted(sent, key=lambda s: s.recv_us):
         answer = "no answer (waiting)" if s.response is None else _brief(s.response)
-        lines.append(f"  #{s.index} +{(s.recv_us - t0) / 1000:.0f} ms conn {s.conn} {s.api} v{s.version} "
-                     f"{_brief(s.request)}\n      -> {answer}")
-    if verdict is not None and verdict.observed is not None:
-        lines.append(f"received (line {verdict.line}): {json.dumps(verdict.observed, sort_keys=True)}")
-        for a in verdict.allowed:
-            lines.append(f"the spec allows there:  {a}")
-    lines.append(diagnosis)
+        lines.append(f"    #{s.index} +{(s.recv_us - t0) / 1000:.0f} ms conn {s.conn} {s.api} v{s.version} "
+                     f"{_brief(s.request)}\n        -> {answer}")
+        if s.index == at:
+            lines[-1] += "   <- diverges here"
+            lines.extend(f"        the spec answers there: {shown(a)}" for a in verdict.allowed[:3])
+    if verdict is not None:
+        lines.append(f"  {verdict.detail}")
+    if diagnosis:
+        lines.append(diagnosis)
     return "\n".join(lines)
 
 
@@ -117,4 +218,4 @@ def _brief(fields: dict) -> str:
         if isinstance(v, list):
             return [cut(x) for x in v]
         return v
-    return json.dumps(cut(hexed(fields)), sort_keys=True)
+    return json.dumps(named(cut(hexed(fields))), sort_keys=True)

@@ -106,16 +106,18 @@ class _Budget(Exception):
 MAX_FINDINGS_PER_GROUP = 20
 
 
-def verify_group(group_id: str, unit: list[Obs], settings: Settings, keep_going: bool = False) -> Verdict:
-    """The group's verdict. With ``keep_going``, a divergence's answer is then taken as given
-    (not compared, owed at no time) and the search runs again from the start, until it
-    conforms, is undecided or diverges at an answer already taken: the verdict is the first
-    divergence, the later ones in ``more``."""
-    verdict = _Search(group_id, unit, settings).run()
+def verify_group(group_id: str, unit: list[Obs], settings: Settings, keep_going: bool = False,
+                 given: frozenset = frozenset()) -> Verdict:
+    """The group's verdict. ``given``: trace lines whose answers are taken as given (not
+    compared, owed at no time). With ``keep_going``, a divergence's answer is then taken as given
+    too and the search runs again from the start, until it conforms, is undecided or diverges
+    at an answer already taken: the verdict is the first divergence, the later ones in ``more``."""
+    positions = {o.index: p for p, o in enumerate(unit)}
+    waived = {positions[line] for line in given if line in positions}
+    verdict = _Search(group_id, unit, settings, frozenset(waived)).run()
     if not keep_going or verdict.verdict != DIVERGES or verdict.line is None:
         return verdict
-    positions = {o.index: p for p, o in enumerate(unit)}
-    waived = {positions[verdict.line]}
+    waived.add(positions[verdict.line])
     more = []
     while len(more) + 1 < MAX_FINDINGS_PER_GROUP:
         later = _Search(group_id, unit, settings, frozenset(waived)).run()
