@@ -44,6 +44,7 @@ REBALANCE_KINDS = {"prepare", "stable", "empty"}
 REMOVAL_KINDS = {"failed", "left", "removed"}
 CLIENT_KINDS = {"client-joined", "client-synced", "client-rebalancing"}
 _COORDINATOR_KINDS = {"prepare", "stable", "empty", "assign", "joins", "failed", "left", "removed"}
+# reset, unreadable and consumer-group lines are read but constrain nothing
 
 
 class LogError(ValueError):
@@ -76,9 +77,9 @@ def read_logs(paths) -> LogRead:
                 continue
             total += 1
             line = kl.parse(raw, f"{path}:{n}")
-            if line is None:
+            if line is None or line.kind == "unreadable":
                 unknown.append((f"{path}:{n}", raw[:200]))
-            else:
+            if line is not None:
                 events.append(line)
     return LogRead(tuple(events), tuple(unknown), total, comments)
 
@@ -89,7 +90,7 @@ def check_logs(read: LogRead, release: str | None = None) -> list[Verdict]:
     by_group: dict[str, list[kl.Line]] = {}
     resets: dict[tuple, list[kl.Line]] = {}  # source -> its coordinator-wide lines (restarts, partition moves)
     for e in read.events:
-        if e.kind == "reset":
+        if e.kind == "reset" or (e.kind == "unreadable" and not e.group_id):
             resets.setdefault(_source(e), []).append(e)
         else:
             by_group.setdefault(e.group_id, []).append(e)
@@ -300,6 +301,19 @@ class _Walk:
     def _reset(self, e: kl.Line) -> None:
         self._forget(None)
 
+    def _unreadable(self, e: kl.Line) -> None:
+        self._forget(None)
+        self.notes.append(f"{e.where}: a line about the group that cannot be read (cut short or wrapped?): what "
+                          f"was known before it is set aside")
+
+    def _consumer_group(self, e: kl.Line) -> None:
+        """A KIP-848 consumer group's line (Kafka 4.x): epochs, not the classic model. A group
+        converted between the protocols is checked only in its classic stretches."""
+        if self.phase is not None or self.generation is not None:
+            self.notes.append(f"{e.where}: the group runs KIP-848's consumer protocol from here; its classic "
+                              f"stretches are checked apart")
+        self._forget(None)
+
     _forget_line = _reset
 
     def _dead(self, e: kl.Line) -> None:
@@ -397,6 +411,9 @@ def _redacted(group_id: str) -> bool:
 
 def _why_unchecked(lines: list[kl.Line], walks: list[_Walk], notes: list[str]) -> str:
     kinds = {e.kind for e in lines}
+    if "consumer-group" in kinds:
+        return ("a KIP-848 consumer group (Kafka 4.x, group.protocol=consumer): its lines speak of epochs and "
+                "assignments, not of the classic protocol's generations, which is what is checked here")
     if kinds <= CLIENT_KINDS:
         return ("only clients' lines: they show one member's generations, which nothing constrains without the "
                 "coordinator's lines")

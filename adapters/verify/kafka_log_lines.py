@@ -115,6 +115,9 @@ STATEMENTS = (
     _s("unload", since(F4J), rf"\[GroupId=(?P<g>.+?)\] Unloading group metadata for generation {_NUM}\.$"),
     _s("dead", SCALA, rf"Group (?P<g>.+?) transitioned to Dead in generation {_NUM}$"),
     _s("dead", since(F09, F09), rf"Group (?P<g>.+?) generation {_NUM} is dead and removed$"),
+    # KIP-848 consumer groups (Kafka 4.x): epochs, not generations; recognised, not modelled
+    _s("consumer-group", since(F4J), r"\[GroupId (?P<g>[^\]]+)\] "),
+    _s("consumer-group", since(F4J), r"\[Group (?P<g>.+?)\] (?:Dynamic|Static) Member .* has left group"),
     # a coordinator starting, stopping, taking or giving up a partition, or deleting groups it
     # does not name one by one: every group it held may come back from the log at another
     # generation (or not at all), so what was known of them is forgotten
@@ -211,7 +214,7 @@ def _refine(kind: str, found: dict, families: frozenset) -> frozenset:
 # Kafka's layout ends a line with the logger in parentheses (" (kafka.coordinator.group.GroupCoordinator)"),
 # other layouts with " | logger (File.scala:68)"; a thread name in brackets may follow.
 _LOGGER = re.compile(r"\s*(?:\|\s*(?:[a-z_][\w$]*\.)+[\w$]+(?:\s*\([\w.$]+:\d+\))?|\((?:[a-z_][\w$]*\.)+[\w$]+\))"
-                     r"(?:\s*\[[^\]]*\])?\s*$")
+                     r"(?:\s*\[[^\]]*\])?[^()]{0,60}$")  # then a thread, markup or a shipper's field
 _CLIENT = re.compile(r"\[(?:Consumer|Worker|Producer) clientId=(?P<c>[^,\]]*), groupId=(?P<g>[^\]]*)\]\s*")
 _COORDINATOR = re.compile(r"\[(?:GroupCoordinator|GroupMetadataManager)(?: id=| brokerId=| )(?P<b>\d+)[^\]]*\]:?\s*")
 _STAMP = re.compile(r"(\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[,.]\d{1,9})?)")
@@ -256,6 +259,7 @@ def parse(raw: str, where: str) -> Line | None:
     if m and m.end() > start:
         broker, start = m.group("b"), m.end()
     prefix = body[:start]
+    lost = None
     for at in ((start,) if start else _message_starts(body)):
         lead = _LEADS.match(body, at)
         if lead is None:
@@ -274,7 +278,21 @@ def parse(raw: str, where: str) -> Line | None:
                         int(d["gen"]) if d.get("gen") is not None else None, d.get("state") or d.get("state2"),
                         int(d["n"]) if d.get("n") is not None else None, d.get("m"), _removed(statement.kind, d, where),
                         d.get("reason"), raw.strip()[:300])
+        if broker is not None and lead.group() in _GROUP_LEADS and lost is None:
+            lost = at
+    if lost is not None:
+        # a coordinator's message that starts as a group statement does but reads as none (cut
+        # short, wrapped, a wording not known): what it said is lost, not unsaid
+        loose = _LOOSE_GROUP.search(body, lost)
+        stamp = _stamp(prefix)
+        return Line("unreadable", loose.group(1).rstrip(".,") if loose else "", where, stamp[1], stamp[0], ANY,
+                    broker, text=raw.strip()[:300])
     return None
+
+
+_GROUP_LEADS = {"Preparing", "Stabilized", "Group", "Assignment", "Member", "Member[group", "Dynamic", "Static",
+                "Pending", "[Group", "Loading", "Unloading"}
+_LOOSE_GROUP = re.compile(r"\b(?:group|Group|GroupId=?)\s*(?:\[)?([^\s\]]+)")
 
 
 def _from_json(raw: str) -> str:

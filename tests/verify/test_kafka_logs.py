@@ -81,6 +81,9 @@ FAULTS = {
                                       "joins group spans_group in Stable state", "joins group spans_group in Empty state",
                                       "a member joined the group in state Empty, but the lines above leave it "
                                       "CompletingRebalance or Stable"),
+    "member vanishing": ("3.7-4.x-see-quick-blog-demo-group-two-joins.log",
+                         "for generation 2. The group has 2 members", "for generation 2. The group has 1 members",
+                         "1 member(s) left with no line saying so"),
     "generation back without dead": ("2.3-jaeger-1819-kafka-8653-ingester-rebalance.log",
                                      "with old generation 1698 (", "with old generation 1690 (",
                                      "the generation went back from 1698 to 1690"),
