@@ -203,6 +203,10 @@ class _Walk:
                              f"Kafka moves it from {self.prepared.generation} to {want} (initNextGeneration)")
             elif not empty:
                 self._instant_join(e)
+        elif (self.phase in ("completing", "stable", "empty") and e.generation == self.generation
+              and kl.F4J in self.families):
+            self.notes.append(f"{e.where}: generation {e.generation} {word} again: the Java coordinator reverts "
+                              f"a join phase whose records were not written, and completes it again")
         elif self.phase in ("completing", "stable", "empty") and self.related:
             self.fail(e, f"generation {e.generation} {word} with no rebalance prepared since generation "
                          f"{self.generation} ({self.settled.where if self.settled else 'above'}): Kafka completes a "
