@@ -38,54 +38,86 @@ HALF_DELAY = ["--group.initial.rebalance.delay.ms", "1500"]
 ATTEMPTS = 3
 
 
-def _record_once(out) -> bool:
-    """Three consumers form a group, one commits, one leaves, the two left rebalance, commit and
-    read the offsets back, then leave. False when the leader's SyncGroup reached the mock before
-    a follower's (finding 7: the follower's answer cannot be decoded; the group goes otherwise)."""
-    mock = start_mock(topics=[TOPIC])
-    recorder = RecorderProcess(mock.bootstrap, out)
-    workers: list[Worker] = []
-    try:
-        assert mock.partitions == {TOPIC: 4}, mock.partitions
-        workers = [Worker("confluent", recorder.bootstrap, "peer", TOPIC, client_id=f"c{i}") for i in range(3)]
-        wait_until(lambda: balanced(workers, 4) or _leader_synced_first(recorder.records()), 60,
-                   lambda: f"three consumers assigned: {[w.assignment for w in workers]}")
-        if _leader_synced_first(recorder.records()):
-            return False
-        first = next(w for w in workers if w.assignment)
-        first.send(cmd="commit", offsets={str(p): 5 for p in first.assignment})
-        first.wait_event("committed")
-        workers[2].close()
-        wait_until(lambda: balanced(workers[:2], 4) or _leader_synced_first(recorder.records()), 60,
-                   lambda: f"two consumers reassigned: {[w.assignment for w in workers[:2]]}")
-        if _leader_synced_first(recorder.records()):
-            return False
-        workers[0].send(cmd="commit", offsets={str(p): 7 for p in workers[0].assignment})
-        workers[0].wait_event("committed")
-        workers[1].send(cmd="committed", partitions=[0, 1, 2, 3])
-        workers[1].wait_event("committed_offsets")
-        for w in workers[:2]:
-            w.close()
-    finally:
-        for w in workers:
-            w.stop()
-        recorder.stop()
-        stopped = mock.stop()
-    assert stopped == 0, mock.stderr()
-    return not _leader_synced_first(recorder.records())
+class _Raced(Exception):
+    """The leader's SyncGroup reached the mock before a follower's (finding 7: the follower's
+    answer cannot be decoded, and the group goes otherwise): the recording is made again."""
 
 
 def _leader_synced_first(records: list[dict]) -> bool:
     return any(r["api"] == "SyncGroup" and r["send_us"] is not None and r["response"] is None for r in records)
 
 
-@pytest.fixture(scope="module")
-def recording(tmp_path_factory):
+def _until(recorder: RecorderProcess, condition, what) -> None:
+    wait_until(lambda: condition() or _leader_synced_first(recorder.records()), 60, what)
+    if _leader_synced_first(recorder.records()):
+        raise _Raced
+
+
+def _dynamic_group(recorder: RecorderProcess, workers: list[Worker]) -> None:
+    """Three consumers form a group, one commits, one leaves, the two left rebalance, commit and
+    read the offsets back, then leave."""
+    workers += [Worker("confluent", recorder.bootstrap, "peer", TOPIC, client_id=f"c{i}") for i in range(3)]
+    _until(recorder, lambda: balanced(workers, 4), lambda: f"three consumers assigned: {[w.assignment for w in workers]}")
+    first = next(w for w in workers if w.assignment)
+    first.send(cmd="commit", offsets={str(p): 5 for p in first.assignment})
+    first.wait_event("committed")
+    workers[2].close()
+    _until(recorder, lambda: balanced(workers[:2], 4),
+           lambda: f"two consumers reassigned: {[w.assignment for w in workers[:2]]}")
+    workers[0].send(cmd="commit", offsets={str(p): 7 for p in workers[0].assignment})
+    workers[0].wait_event("committed")
+    workers[1].send(cmd="committed", partitions=[0, 1, 2, 3])
+    workers[1].wait_event("committed_offsets")
+    for w in workers[:2]:
+        w.close()
+
+
+def _static_group(recorder: RecorderProcess, workers: list[Worker]) -> None:
+    """Two static members (instance ids s0, s1) form a group; s1 closes (a static member sends
+    no LeaveGroup) and comes back as a new consumer with the same instance id; both leave."""
+    workers += [Worker("confluent", recorder.bootstrap, "static", TOPIC, client_id=f"s{i}", instance_id=f"s{i}",
+                       session_ms=6000) for i in range(2)]
+    _until(recorder, lambda: balanced(workers, 4), lambda: f"two static members assigned: {[w.assignment for w in workers]}")
+    workers[1].close()
+    workers.append(Worker("confluent", recorder.bootstrap, "static", TOPIC, client_id="s1-again", instance_id="s1",
+                          session_ms=6000))
+    _until(recorder, lambda: balanced([workers[0], workers[2]], 4),
+           lambda: f"s0 and s1 again assigned: {[w.assignment for w in workers]}")
+    for w in (workers[0], workers[2]):
+        w.close()
+
+
+def _record(tmp_path_factory, name: str, scenario):
+    """``scenario`` recorded in front of a new mock; made again (at most ATTEMPTS times) when raced."""
     for attempt in range(ATTEMPTS):
-        out = tmp_path_factory.mktemp(f"librdkafka-mock-{attempt}") / "rec"
-        if _record_once(out):
+        out = tmp_path_factory.mktemp(f"{name}-{attempt}") / "rec"
+        mock = start_mock(topics=[TOPIC])
+        recorder = RecorderProcess(mock.bootstrap, out)
+        workers: list[Worker] = []
+        try:
+            assert mock.partitions == {TOPIC: 4}, mock.partitions
+            scenario(recorder, workers)
+        except _Raced:
+            continue
+        finally:
+            for w in workers:
+                w.stop()
+            recorder.stop()
+            stopped = mock.stop()
+        assert stopped == 0, mock.stderr()
+        if not _leader_synced_first(recorder.records()):
             return out
     pytest.fail(f"in {ATTEMPTS} recordings a leader's SyncGroup always reached the mock before a follower's")
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    return _record(tmp_path_factory, "librdkafka-mock", _dynamic_group)
+
+
+@pytest.fixture(scope="module")
+def static_recording(tmp_path_factory):
+    return _record(tmp_path_factory, "librdkafka-mock-static", _static_group)
 
 
 def _verify(path, tmp_path, capsys, *settings: str) -> tuple[int, str]:
@@ -181,7 +213,7 @@ ALL = (join_v3, generations_from_1, fetch_no_offset_as_kafka, joins_end_on_rejoi
 
 def _divergence(out: str, edited) -> tuple[str, dict]:
     """The first divergence the report names: its API, and its record in ``edited``."""
-    found = re.search(r"^DIVERGES peer: (\w+) v\d+ \(line (\d+)\)", out, re.M)
+    found = re.search(r"^DIVERGES \w+: (\w+) v\d+ \(line (\d+)\)", out, re.M)
     assert found, out
     return found[1], _records(edited)[int(found[2]) - 1]
 
@@ -248,6 +280,22 @@ def test_5_a_rebalance_ends_only_session_timeout_less_1_s_after_it_began(recordi
 def test_with_every_finding_edited_the_recording_conforms(recording, tmp_path, capsys):
     code, out = _verify(_edited(recording, tmp_path, *ALL), tmp_path, capsys, *HALF_DELAY)
     assert code == 0 and "1 conform" in out, out
+
+
+def test_10_a_static_member_coming_back_is_added_beside_its_old_self(static_recording, tmp_path, capsys):
+    """s1 comes back with an unknown member id: the mock adds it as another member (the leader's
+    answers list instance s1 twice) and answers it only when a rebalance ends; Kafka replaces
+    the member of that instance id and, Stable with the protocol unchanged, answers at once."""
+    records = _records(static_recording)
+    again = next(r for r in records if r["api"] == "JoinGroup" and r["client_id"] == "s1-again")
+    listed = [sorted(m["group_instance_id"] for m in r["response"]["members"])
+              for r in records if r["api"] == "JoinGroup" and r["response"] and r["response"]["members"]]
+    assert ["s0", "s1", "s1"] in listed, listed
+    assert again["send_us"] - again["recv_us"] > 1_000_000, again  # held until a rebalance ended
+    edited = _edited(static_recording, tmp_path, generations_from_1, fetch_no_offset_as_kafka)
+    code, out = _verify(edited, tmp_path, capsys, *HALF_DELAY)
+    api, record = _divergence(out, edited)
+    assert code == 1 and api == "JoinGroup" and record["recv_us"] >= again["recv_us"], out
 
 
 # --- by hand ----------------------------------------------------------------------------------------------------
