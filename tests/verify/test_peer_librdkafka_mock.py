@@ -2,11 +2,12 @@
 confluent-kafka consumers recorded through ``groupcoord record``; ``verify`` finds where the
 mock's consumer groups part from Kafka's (spec/peers.md lists each with Kafka's source).
 
-``verify`` stops a group at its first divergence, so each later one is found in a copy of the
-recording with the earlier ones edited as Kafka answers (the edits below, one per finding);
-with every edit made the recording conforms. Two findings real consumers do not show every
-time are made on purpose with requests sent by hand (the leader syncing first) or looked at
-on the wire alone (ApiVersions).
+``verify`` stops a group at its first divergence, so each later one (findings 1 to 6, a
+dynamic group) is found in a copy of the recording with the earlier ones edited as Kafka
+answers (the edits below, one per finding); with every edit made the recording conforms.
+Finding 10 comes from a second recording (static members). Findings real consumers do not show
+every time, or that end the mock, are made with requests sent by hand: a leader syncing first
+(7), two protocol preferences (9), ApiVersions above the mock's (8).
 """
 
 from __future__ import annotations
