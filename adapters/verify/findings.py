@@ -170,14 +170,15 @@ def kafka_source(api: str, field: str, spec: Any) -> str | None:
 
 _CODES = frozenset(int(e) for e in Error)
 
-# Findings spec/peers.md lists (by signature), with the row that tells them.
+# Findings spec/peers.md lists (by signature, as its "Signatures" list gives them), with the row
+# that tells them.
 PEERS: dict[str, str] = {
-    "JoinGroup v9 protocol_type: null vs \"consumer\"": "spec/peers.md, Tansu 0.6.0 row 1",
-    "JoinGroup v7 protocol_type: null vs \"consumer\"": "spec/peers.md, Tansu 0.6.0 row 1",
+    **{f'JoinGroup v{v} protocol_type: null vs "consumer"': "spec/peers.md, Tansu 0.6.0 row 1" for v in (7, 8, 9)},
     "JoinGroup v7 generation_id: 1 vs 0": "spec/peers.md, Tansu 0.6.0 row 2",
-    "DeleteGroups v2 results[].error_code: GROUP_ID_NOT_FOUND (69) vs NONE (0)": "spec/peers.md, Tansu 0.6.0 row 3",
-    "DescribeGroups v5 groups[].group_state: \"Dead\" vs \"Empty\"": "spec/peers.md, Tansu 0.6.0 row 4",
-    "OffsetFetch v9 groups[].topics[].partitions[].metadata: \"\" vs null": "spec/peers.md, Tansu 0.6.0 row 5",
+    **{f"DeleteGroups v{v} results[].error_code: GROUP_ID_NOT_FOUND (69) vs NONE (0)": "spec/peers.md, Tansu 0.6.0 "
+       "row 3" for v in (0, 1, 2)},
+    'DescribeGroups v5 groups[].group_state: "Dead" vs "Empty"': "spec/peers.md, Tansu 0.6.0 row 4",
+    'OffsetFetch v9 groups[].topics[].partitions[].metadata: "" vs null': "spec/peers.md, Tansu 0.6.0 row 5",
     "SyncGroup v5 error_code: UNKNOWN_MEMBER_ID (25) vs REBALANCE_IN_PROGRESS (27)":
         "spec/peers.md, Tansu 0.6.0 row 6",
     "LeaveGroup v2 error_code: UNKNOWN_MEMBER_ID (25) vs NONE (0)": "spec/peers.md, Tansu 0.6.0 row 7",

@@ -352,6 +352,9 @@ class _Search:
                                       f"{self._at(event.now_ms)}", got, spec="given", broker="none (waits)")
                 answered.add(p)
                 continue
+            if got != self.want[p]:  # what differs first: a wrong answer is wrong whenever it came
+                field, spec, broker = main_mismatch(mismatches(got, self.want[p])) or ("answer", "", "")
+                raise _Failure(p, "; ".join(differences(got, self.want[p])), got, field, spec, broker)
             if event.now_ms > self.send_ms[p] + self.tol:
                 raise _Failure(p, f"the spec answers at {self._at(event.now_ms)}, after the broker did "
                                   f"({self._at(self.send_ms[p])})", got, spec="later", broker="sooner")
@@ -360,9 +363,6 @@ class _Search:
                 # an answer goes out when it is made: a broker holding it longer is not the spec
                 raise _Failure(p, f"the spec answers at {self._at(event.now_ms)}, the broker only at "
                                   f"{self._at(self.send_ms[p])}", got, spec="sooner", broker="later")
-            if got != self.want[p]:
-                field, spec, broker = main_mismatch(mismatches(got, self.want[p])) or ("answer", "", "")
-                raise _Failure(p, "; ".join(differences(got, self.want[p])), got, field, spec, broker)
             answered.add(p)
         child = attrs.evolve(node, state=state, now_ms=event.now_ms, ids=ids, answered=frozenset(answered),
                              settled=settled)

@@ -5,6 +5,7 @@ beside codes and a pointer to Kafka's source; a known-findings file sets finding
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +95,52 @@ def test_an_unreadable_known_file_is_one_line_and_exit_2(two, tmp_path, capsys):
     assert main(["verify", str(tmp_path / "t"), "--known", str(tmp_path / "missing.txt")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("groupcoord verify: error: --known"), err
+
+
+class _Stream:
+    def __init__(self, tty: bool) -> None:
+        self.tty, self.text = tty, ""
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, s: str) -> None:
+        self.text += s
+
+    def flush(self) -> None:
+        pass
+
+
+def test_progress_is_a_line_rewritten_on_a_terminal_and_a_line_now_and_then_elsewhere(monkeypatch):
+    from groupcoord.adapters.verify import progress as module
+
+    now = [0.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
+    log = module.Progress(_Stream(False), after_s=3, every_s=10)
+    for t, n in ((1, 1), (3, 2), (5, 3), (13, 4), (14, 5)):
+        now[0] = t
+        log.update(f"verify: {n} groups done")
+    log.done()
+    assert log.stream.text == "verify: 2 groups done\nverify: 4 groups done\n"  # nothing in the first 3 s
+    now[0] = 0.0
+    term = module.Progress(_Stream(True), after_s=3)
+    for t, n in ((1, 1), (3, 2), (3.1, 3), (3.5, 4)):
+        now[0] = t
+        term.update(f"probe: {n} examples")
+    term.done()
+    assert term.stream.text == "\r\033[Kprobe: 2 examples\r\033[Kprobe: 4 examples\r\033[K"
+
+
+def test_kafka_sources_and_peers_rows_name_what_they_point_at():
+    from groupcoord.adapters.verify import findings
+
+    assert findings.kafka_source("DeleteGroups", "results[].error_code", 69) == \
+        "Kafka 1eb7644 GroupMetadataManager.java validateDeleteGroup, line 5977, through group(), line 585"
+    assert findings.kafka_source("Heartbeat", "error_code", 22).endswith("validateClassicGroupHeartbeat, line 5599")
+    assert findings.kafka_source("Heartbeat", "error_code", 0).endswith("classicGroupHeartbeat, line 5501")
+    assert findings.kafka_source("FindCoordinator", "error_code", 0) is None
+    peers = (Path(__file__).resolve().parents[2] / "spec" / "peers.md").read_text()
+    for sig, where in findings.PEERS.items():
+        row = where.rsplit(" row ", 1)[1]
+        assert f"\n| {row} |" in peers, (sig, where)
+        assert f"`{sig}`" in peers, f"spec/peers.md does not list the signature {sig}"

@@ -55,3 +55,20 @@ def test_tansu_hands_out_generation_0_first(recording, tmp_path, capsys):
     (fixed / "observed.jsonl").write_text("\n".join(lines) + "\n")
     code, out = _verify(fixed, tmp_path, capsys)
     assert code == 1 and "JoinGroup" in out and '"generation_id": 0' in out and '"generation_id": 1' in out, out
+
+
+def test_keep_going_finds_both_in_one_run_and_known_sets_them_aside(recording, tmp_path, capsys):
+    """``--keep-going``: the same two divergences in one run, each by its signature with the
+    spec/peers.md row that tells it; pasted into a --known file, both set aside (exit 0)."""
+    args = ["verify", str(recording), "--out", str(tmp_path / "report"), *SETTINGS, "--keep-going"]
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    required = 'JoinGroup v7 protocol_type: null vs "consumer"'
+    first_generation = "JoinGroup v7 generation_id: 1 vs 0"
+    listed = [line.split("#")[0].strip() for line in out.split(" distinct divergences in 1 groups:\n")[1].splitlines()
+              if line.startswith("  ")]
+    assert required in listed and first_generation in listed, out
+    assert "listed in spec/peers.md, Tansu 0.6.0 row 1" in out and "listed in spec/peers.md, Tansu 0.6.0 row 2" in out
+    known = tmp_path / "known.txt"
+    known.write_text("\n".join(listed) + "\n")
+    assert main([*args, "--known", str(known)]) == 0, capsys.readouterr().out
