@@ -229,6 +229,7 @@ def test_1_the_mock_admits_a_member_without_an_id_at_join_group_v5(recording, tm
     head = out.split("DIVERGES", 1)[1].split("inputs leading there")[0]
     assert head.startswith(" peer: JoinGroup v5"), out
     assert '"error_code": "NONE (0)"' in head and '"error_code": "MEMBER_ID_REQUIRED (79)"' in head, out
+    assert "finding: JoinGroup v5 error_code: MEMBER_ID_REQUIRED (79) vs NONE (0)" in head, out
 
 
 def test_2_the_mocks_first_generation_is_2(recording, tmp_path, capsys):
