@@ -74,6 +74,12 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
                         "per run); and meta.json beside it, the trace's manifest (scope 'instance', the "
                         "coordinator settings in force, replaced at each start and at shutdown). Read by "
                         "`groupcoord replay`, `tla validate` and `timeline`, given PATH or its directory")
+    p.add_argument("--kafka-log", metavar="FILE",
+                   help="also append the groups' changes to FILE as a Kafka 4.x broker logs them: its INFO "
+                        "statements (Preparing to rebalance ... (reason: ...), Stabilized ..., has failed, has "
+                        "left, ...) with Kafka's wording, order and reasons, in its log4j layout ([time] INFO "
+                        "[GroupCoordinator id=N topic=__consumer_offsets partition=P] ... (logger)); for "
+                        "`groupcoord verify --kafka-log FILE` and for tools that read Kafka's server.log")
     p.add_argument("--log-format", choices=["text", "json"], default="text", help="log lines on stderr")
     p.add_argument("--event-loop", choices=["auto", "asyncio", "uvloop"], default="auto",
                    help="auto: uvloop when it is installed (faster), else asyncio's own")
@@ -199,6 +205,21 @@ def _check_writable(path: str, flag: str) -> None:
         raise ConfigError(f"{flag} {path}: {existing} is not writable")
 
 
+def _check_appendable(path: str, flag: str) -> None:
+    """``path`` is a file that can be appended to, or can be created in an existing folder."""
+    target = Path(path).absolute()
+    if target.is_dir():
+        raise ConfigError(f"{flag} {path}: is a directory")
+    if target.exists():
+        if not os.access(target, os.W_OK):
+            raise ConfigError(f"{flag} {path}: not writable")
+        return
+    if not target.parent.is_dir():
+        raise ConfigError(f"{flag} {path}: no such directory: {target.parent}")
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {path}: {target.parent} is not writable")
+
+
 def build_server(args: argparse.Namespace, log: Any) -> "Any":
     """The server ``serve`` runs. Every setting is checked (ConfigError) before the store is
     opened, so a refused start writes nothing."""
@@ -236,6 +257,8 @@ def build_server(args: argparse.Namespace, log: Any) -> "Any":
         raise ConfigError("--storage broker needs --bootstrap-server HOST:PORT")
     if args.trace:
         _check_writable(args.trace, "--trace")
+    if args.kafka_log:
+        _check_appendable(args.kafka_log, "--kafka-log")
     problem = listen_problem(host, port)  # before a store is opened: a refusal writes nothing
     if problem:
         raise ConfigError(problem)
@@ -257,7 +280,8 @@ def build_server(args: argparse.Namespace, log: Any) -> "Any":
         storage = SqliteStorage(args.data_dir, max_bytes=args.sqlite_max_bytes)
     else:
         storage = MemoryStorage()
-    options = ServerOptions(host=host, port=port, trace=args.trace, max_request_bytes=broker.max_request_bytes,
+    options = ServerOptions(host=host, port=port, trace=args.trace, kafka_log=args.kafka_log,
+                            max_request_bytes=broker.max_request_bytes,
                             advertise_bound_port="advertised.port" not in settings,
                             node_id_from_port=ownership is not None and "node.id" not in settings)
     return GroupServer(config, catalog, options=options, storage=storage, log=log, ownership=ownership)

@@ -23,6 +23,7 @@ from groupcoord.core.coordinator import Coordinator
 from groupcoord.adapters.runtime.alarm import Alarm
 from groupcoord.adapters.runtime.runner import CommandRunner
 from groupcoord.adapters.runtime.timers import TimerTable
+from groupcoord.adapters.wire.kafka_lines import KafkaGroupLog
 from groupcoord.adapters.wire.log import GroupStateLog
 from groupcoord.adapters.wire.watch import Changes
 
@@ -33,7 +34,8 @@ class CoreFailure(Exception):
 
 class CoreLoop:
     def __init__(self, config: CoordinatorConfig, clock: Any, log: Any, pipeline: Any,
-                 respond: Callable[[Any, Any], None], recorder: Any = None, changes: Changes | None = None) -> None:
+                 respond: Callable[[Any, Any], None], recorder: Any = None, changes: Changes | None = None,
+                 kafka_log: KafkaGroupLog | None = None) -> None:
         self.config = config
         self.changes = changes if changes is not None else Changes()
         self.events_handled = 0  # by every coordinator instance of this loop
@@ -43,6 +45,10 @@ class CoreLoop:
         self.respond = respond
         self.recorder = recorder  # the trace's InstanceRecorder, or None
         self.groups = GroupStateLog(log)
+        # Why each group changed, as Kafka's broker logs it: to the --kafka-log file if there is
+        # one, and the reasons into the ``group`` lines
+        self.kafka_log = kafka_log if kafka_log is not None else KafkaGroupLog(None)
+        self._reasons: dict[str, str] = {}
         self.coordinator: Coordinator | None = None  # with its runner, by start()
         self.runner: CommandRunner | None = None
         self.timers = TimerTable()
@@ -60,6 +66,7 @@ class CoreLoop:
                                     handle=self._guarded_handle)
         self.timers = self.runner.timers
         self.groups.reset()
+        self.kafka_log.reset()
 
     def dispatch(self, event: Any) -> None:
         """Handle ``event``, feed the write outcomes known by now, set the alarm."""
@@ -74,15 +81,38 @@ class CoreLoop:
             self.events_handled += 1
             self.changes.changed()
         if self.log.threshold <= 20:
-            self.groups.note(event, self.coordinator)
+            reasons, self._reasons = self._reasons, {}
+            self.groups.note(event, self.coordinator, reasons)
+
+    def _explaining(self) -> bool:
+        return self.kafka_log.stream is not None or self.log.threshold <= 20
 
     def _guarded_handle(self, event: Any) -> list:
+        seen = None
+        if self._explaining():
+            try:
+                seen = self.kafka_log.before(event, self.coordinator)
+            except Exception as e:
+                self._kafka_log_failed(event, e)
         try:
-            return self.coordinator.handle(event)
+            commands = self.coordinator.handle(event)
         except Exception as e:
             self.log("error", "core_error", event_type=type(event).__name__, error=f"{type(e).__name__}: {e}",
                      detail=repr(event)[:2000], traceback=traceback.format_exc()[-4000:])
             raise CoreFailure(str(e)) from e
+        if seen is not None:
+            try:
+                reasons = self.kafka_log.after(event, self.coordinator, seen, commands)
+                if reasons and self.log.threshold <= 20:
+                    self._reasons.update(reasons)
+            except Exception as e:
+                self._kafka_log_failed(event, e)
+        return commands
+
+    def _kafka_log_failed(self, event: Any, e: Exception) -> None:
+        """The core's step stands; only its telling failed (a bug here, logged once per event)."""
+        self.log("error", "kafka_log_error", event_type=type(event).__name__, error=f"{type(e).__name__}: {e}",
+                 traceback=traceback.format_exc()[-4000:])
 
     def unload_owned(self) -> None:
         """Unload every partition the coordinator owns (its parked requests are answered

@@ -67,8 +67,9 @@ _STATE_CHANGING = (ev.JoinGroup, ev.SyncGroup, ev.LeaveGroup)
 
 class GroupStateLog:
     """A ``group`` line at ``info`` whenever a group's state, generation or member count
-    changes (what operators and the CLI tests follow). Only the groups an event can have
-    changed are looked at: most events (heartbeats, commits) change none."""
+    changes (what operators and the CLI tests follow), with ``reason``, the reason Kafka gives
+    the rebalance, when the event started one (kafka_lines.KafkaGroupLog). Only the groups an
+    event can have changed are looked at: most events (heartbeats, commits) change none."""
 
     def __init__(self, log: Log) -> None:
         self.log = log
@@ -85,7 +86,7 @@ class GroupStateLog:
         if groups:
             self._write_groups[write.write_id] = groups
 
-    def note(self, event: Any, coordinator: Any) -> None:
+    def note(self, event: Any, coordinator: Any, reasons: dict[str, str] | None = None) -> None:
         kind = type(event)
         if kind in _STATE_CHANGING:
             gids: Any = (event.group_id,)
@@ -109,5 +110,7 @@ class GroupStateLog:
                     self.log("info", "group", group=gid, state="Dead")
                 else:
                     self._view[gid] = view
+                    reason = reasons.get(gid) if reasons else None
+                    extra = {"reason": reason} if reason is not None else {}
                     self.log("info", "group", group=gid, state=view[0], generation=view[1], members=view[2],
-                             protocol=group.protocol_name, leader=group.leader_id)
+                             protocol=group.protocol_name, leader=group.leader_id, **extra)

@@ -23,6 +23,8 @@ def random_uuid() -> str:
 class ServerOptions:
     """* ``host``, ``port``: where to listen (``port=0``: a free port);
     * ``trace``: a file or directory to record every event and command in (trace format v1);
+    * ``kafka_log``: a file to append the groups' changes to as Kafka 4.x's broker logs them
+      (``kafka_lines``), for ``groupcoord verify --kafka-log``;
     * ``max_request_bytes``: frames above it close the connection (``socket.request.max.bytes``);
     * ``advertise_bound_port``: the bound port becomes the config's ``advertised.port``;
     * ``node_id_from_port``: the advertised port becomes the node id (several servers on one host);
@@ -34,6 +36,7 @@ class ServerOptions:
     host: str = "127.0.0.1"
     port: int = 9092
     trace: str | None = None
+    kafka_log: str | None = None
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
     advertise_bound_port: bool = True
     node_id_from_port: bool = False

@@ -18,7 +18,9 @@ from the running loop) and takes them down in ``shutdown``: every owned partitio
 (the core answers parked requests NOT_COORDINATOR, as Kafka does when a coordinator goes
 away), held Fetches are answered, connections closed. With ``ServerOptions.trace`` every
 event and command is recorded in trace format v1 (``core.trace``) by the one trace writer,
-``replay.trace_files.InstanceRecorder``; it only observes.
+``replay.trace_files.InstanceRecorder``; it only observes. With ``ServerOptions.kafka_log``
+the groups' changes are appended to that file in Kafka 4.x's own words and log4j layout
+(``kafka_lines.KafkaGroupLog``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from groupcoord.adapters.wire.clock import ManualClock, RealClock
 from groupcoord.adapters.wire.controls import Controls
 from groupcoord.adapters.wire.core_loop import CoreLoop
 from groupcoord.adapters.wire.handlers import RequestHandler
+from groupcoord.adapters.wire.kafka_lines import KafkaGroupLog
 from groupcoord.adapters.wire.listener import Listener
 from groupcoord.adapters.wire.log import Log, NullLog
 from groupcoord.adapters.wire.options import ServerOptions
@@ -77,6 +80,7 @@ class GroupServer:
         self.controls: Controls | None = None
         self.changes = Changes()  # what tests wait on: told of each change by the listener and the core loop
         self.trace: InstanceRecorder | None = None
+        self.kafka_log: KafkaGroupLog | None = None
         self._trace_flusher: asyncio.TimerHandle | None = None
         self._closing = False
         self._stopped: asyncio.Event | None = None
@@ -107,6 +111,10 @@ class GroupServer:
         if self.options.trace:
             self.trace = InstanceRecorder(self.options.trace, f"trace-{self.clock.now_ms()}.jsonl", self._config)
             self._flush_trace_later()
+        if self.options.kafka_log:
+            # appended to, as log4j does; line-buffered, so a killed server's lines are all there
+            self.kafka_log = KafkaGroupLog(open(self.options.kafka_log, "a", encoding="utf-8", buffering=1),
+                                           node_id=self._config.node_id)
         self._make_units()
         self.core.start()
         if self.ownership is None:  # else partitions are loaded as the ownership protocol assigns them
@@ -119,7 +127,8 @@ class GroupServer:
                  data=str(getattr(self.storage, "path", "")) or None,
                  offsets_partitions=config.offsets_topic_num_partitions,
                  topics=("*" if self.catalog.open else dict(self.catalog.topics)),
-                 trace=self.trace and str(self.trace.path))
+                 trace=self.trace and str(self.trace.path),
+                 **({"kafka_log": self.options.kafka_log} if self.options.kafka_log else {}))
         if self.ownership is not None:
             await self.ownership.start(self.partitions, self.handler.node())
         if not self.storage.durable:
@@ -130,7 +139,7 @@ class GroupServer:
         self.replies = Replies(self.log)
         self.pipeline = StoragePipeline(self.storage, self.clock, self.log)
         self.core = CoreLoop(self._config, self.clock, self.log, self.pipeline, self.replies.respond, self.trace,
-                             self.changes)
+                             self.changes, self.kafka_log)
         self.handler = RequestHandler(self.core, self.replies, self.catalog, self.options, self.log, self.ownership)
         self.partitions = Partitions(self.core, self.storage, self.log)
         self.controls = Controls(self.core, self.pipeline, self.replies, self.partitions, self.listener,
@@ -167,6 +176,8 @@ class GroupServer:
                 self._trace_flusher.cancel()
             self.trace.close()
         await self.storage.close()
+        if self.kafka_log is not None:  # after the storage: the writes' last outcomes are told
+            self.kafka_log.close()
         stats = self.listener.stats
         self.log("info", "stopped", requests=stats["requests"], connections=stats["connections"])
         self._stopped.set()
