@@ -94,7 +94,7 @@ def read_known(path: str) -> set[str]:
     """The signatures of a known-findings file (OSError when it cannot be read)."""
     out = set()
     for line in Path(path).read_text(encoding="utf-8").splitlines():
-        line = line.split("#", 1)[0].strip() if not line.lstrip().startswith("#") else ""
+        line = line.split("#", 1)[0].strip()
         if line:
             out.add(" ".join(line.split()))
     return out
