@@ -60,7 +60,10 @@ class LogRead:
 
 
 def read_logs(paths) -> LogRead:
+    from groupcoord.adapters.verify.progress import Progress
+
     events, unknown, total, comments = [], [], 0, 0
+    progress = Progress()
     for path in paths:
         try:
             with open(path, "rb") as f:
@@ -76,11 +79,14 @@ def read_logs(paths) -> LogRead:
                 comments += 1
                 continue
             total += 1
+            if not total % 50_000:
+                progress.update(f"verify --kafka-log: {path}: {n:,} lines read, {len(events):,} group statements")
             line = kl.parse(raw, f"{path}:{n}")
             if line is None or line.kind == "unreadable":
                 unknown.append((f"{path}:{n}", raw[:200]))
             if line is not None:
                 events.append(line)
+    progress.done()
     return LogRead(tuple(events), tuple(unknown), total, comments)
 
 
