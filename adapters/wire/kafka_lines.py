@@ -41,6 +41,8 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 _CAN_REBALANCE = (EMPTY, STABLE, COMPLETING_REBALANCE)  # ClassicGroup.canRebalance
 _MEMBER_TIMERS = (HeartbeatTimer, JoinTimer, SyncTimer)
+_OBSERVED = frozenset({ev.JoinGroup, ev.SyncGroup, ev.LeaveGroup, ev.TimerFired, ev.WriteCompleted, ev.WriteFailed,
+                       ev.DeleteGroups, ev.UnloadPartition, ev.LoadPartition})
 
 
 def log4j_time(seconds: float) -> str:
@@ -121,6 +123,8 @@ class KafkaGroupLog:
     def before(self, event: Any, coordinator: Any) -> _Seen | None:
         """None for the events that change no group (heartbeats, commits, reads)."""
         kind = type(event)
+        if kind not in _OBSERVED:  # the hot path: heartbeats and commits
+            return None
         if kind is ev.JoinGroup or kind is ev.SyncGroup or kind is ev.LeaveGroup:
             gids: Any = (event.group_id,)
             self._origin = (kind.__name__, getattr(event, "member_id", None))
