@@ -132,8 +132,8 @@ class KafkaGroupLog:
             key = event.key
             if type(key) in _MEMBER_TIMERS:
                 gids = (key.group_id,)
-            elif type(key) is ExpirationTimer:
-                gids = [g for g, group in coordinator.groups().items() if group.partition == key.partition]
+            elif type(key) is ExpirationTimer:  # one line for the partition, of the records written
+                gids = ()
             else:
                 return None
             self._origin = ("TimerFired", None)
@@ -375,8 +375,9 @@ class KafkaGroupLog:
     def _loaded(self, event: ev.LoadPartition, coordinator: Any, seen: _Seen, lines: list, reasons: dict) -> None:
         if event.loading or seen.partition_active:
             return
-        for gid, group in coordinator.groups().items():
-            if group.partition != event.partition:
+        for gid in dict.fromkeys(getattr(r, "group_id", None) for r in event.records):  # the groups read, in order
+            group = coordinator.group(gid) if gid is not None else None
+            if group is None or group.partition != event.partition:
                 continue
             # GMM.onLoaded (Kafka iterates its groups in hash order; here in the order they were read)
             lines.append((event.partition, GMM, f"Loaded classic group {gid} with {len(group.members)} members."))
