@@ -38,6 +38,27 @@ def _release(path: Path) -> str | None:
     return m.group(1) if m else None
 
 
+FAMILIES = ("0.9", "0.10", "0.11-2.1", "2.2", "2.3", "2.4-3.1", "3.2-3.6", "3.7-4.x", "client")
+
+
+def _family(path: Path) -> str:
+    return next(f for f in sorted(FAMILIES, key=len, reverse=True) if path.name.startswith(f + "-"))
+
+
+def test_the_corpus_is_real_logs_of_every_version_family():
+    assert len(EXCERPTS) >= 60, len(EXCERPTS)
+    counts = {f: sum(_family(p) == f for p in EXCERPTS) for f in FAMILIES}
+    assert all(counts.values()), counts
+    assert counts["3.7-4.x"] >= 10, counts
+    sources = [header(p)["source"] for p in EXCERPTS]
+    for p in EXCERPTS:
+        h = header(p)
+        assert {"source", "kafka", "side", "what"} <= set(h), (p.name, h)
+        assert h["source"].startswith("http") or re.match(r"[\w.-]+/[\w.-]+:", h["source"]), p.name
+        assert any(not line.startswith("#") and line.strip() for line in p.read_text().splitlines()), p.name
+    assert len(set(sources)) >= 60, "fewer than 60 distinct posts"  # a post may hold several runs
+
+
 @pytest.mark.parametrize("path", EXCERPTS, ids=[p.name for p in EXCERPTS])
 def test_a_real_excerpt_conforms_or_is_inconclusive_with_a_reason(path: Path):
     bug = header(path).get("bug")
@@ -114,6 +135,12 @@ def test_the_command_reports_logs_and_their_unknown_lines(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "1 groups: 1 conform" in out
     assert main(["verify", "--kafka-log", str(tmp_path / "missing.log")]) == 2
+    assert main(["verify", "--kafka-log", str(tmp_path)]) == 2
+    (tmp_path / "trace.parquet").write_bytes(b"PAR1\0\0binary")
+    assert main(["verify", "--kafka-log", str(tmp_path / "trace.parquet")]) == 2
+    assert main(["verify", "--kafka-log", str(path), "--kafka-version", "two.three"]) == 2
+    err = capsys.readouterr().err
+    assert "not a text log" in err and "not a Kafka version" in err and "Traceback" not in err
     assert main(["verify"]) == 2
 
 
