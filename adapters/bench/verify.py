@@ -37,7 +37,7 @@ def simulated(groups: int, out: Path, seed: int = SIM_SEED) -> tuple[int, list[s
     """The simulator's ``groups`` groups as an observed recording in ``out``: (pairs written, the
     groups left out because their coordinator moved, the coordinator config they ran with)."""
     sim = out.parent / f"{out.name}-simulated"
-    simulate(sim, groups=groups, members=SIM_MEMBERS, seed=seed, duration_ms=SIM_DURATION_MS, progress=False)
+    simulate(sim, groups=groups, members=SIM_MEMBERS, seed=seed, duration_ms=SIM_DURATION_MS, progress=None)
     moved: list[str] = []
     count = 0
 

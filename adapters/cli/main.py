@@ -49,6 +49,8 @@ def build_parser() -> Parser:
     """The whole command tree (tests walk it: every command has its bad-input cases)."""
     from groupcoord.adapters.cli.serve import add_server_commands
 
+    from groupcoord.adapters.replay import progress
+
     parser = Parser(prog="groupcoord", description="Kafka's classic group coordinator.")
     sub = parser.add_subparsers(dest="command", required=True)
     add_server_commands(sub)  # serve, groups, offsets
@@ -79,6 +81,7 @@ def build_parser() -> Parser:
     q = bench.add_parser("replay", help="the replay on Spark against the plain replay and the core alone")
     q.add_argument("--quick", action="store_true", help="smaller runs (for smoke tests)")
     add_bench_replay_arguments(q)
+    progress.add_flag(q)
     q = bench.add_parser("proxy", help="Heartbeat round trips direct and through `groupcoord record`")
     q.add_argument("--count", type=parsing.number(int, 10, "a whole number of at least 10"), default=20_000,
                    help="heartbeats each way in each phase (default 20000): one connection with one in "
@@ -94,6 +97,7 @@ def build_parser() -> Parser:
     q.add_argument("--quick", action="store_true", help="200 groups and up to 10 members joining (for smoke tests)")
     q.add_argument("--groups", type=parsing.number(int, 1, "a whole number of at least 1"), default=None,
                    help="the simulator's groups in the trace (default 100000; 200 with --quick)")
+    progress.add_flag(q)
     q = bench.add_parser("frames", help="the server's own Python path per heartbeat (frames handed to the "
                                         "connection, no sockets) with one group and with many: what a large "
                                         "heap costs in cache misses")
@@ -150,7 +154,10 @@ def build_parser() -> Parser:
 
 
 def _main(argv: list[str] | None) -> int:
+    from groupcoord.adapters.replay import progress
+
     args = build_parser().parse_args(argv)
+    progress.show(getattr(args, "progress", None))  # the long commands' --progress / --no-progress
     try:
         return _run(args)
     except ImportError as e:  # an optional package met only now (e.g. by a Parquet trace)

@@ -15,6 +15,7 @@ from pathlib import Path
 from groupcoord.adapters.cli import parsing
 from groupcoord.adapters.cli.parsing import fail
 from groupcoord.adapters.cli.verify import add_known_flag, config_from_args, read_known_flag
+from groupcoord.adapters.replay import progress
 from groupcoord.core.config import KAFKA_NAMES, ConfigError
 
 DEFAULT_TOPIC = "groupcoord-probe"
@@ -57,6 +58,7 @@ def add_probe_command(sub) -> None:
     going.add_argument("--stop-at-first", "--no-keep-going", dest="keep_going", action="store_false",
                        help="stop at the first divergence")
     add_known_flag(p)
+    progress.add_flag(p)
     for name in sorted(KAFKA_NAMES):
         p.add_argument("--" + name, dest="kafka:" + name, metavar="VALUE", default=None, help=argparse.SUPPRESS)
 
@@ -68,7 +70,7 @@ def run_probe(args) -> int:
         known = read_known_flag(args) or frozenset()
     except (ConfigError, OSError, ValueError) as e:
         return fail(prog, str(e))
-    from groupcoord.adapters.verify.progress import Progress
+    from groupcoord.adapters.replay.progress import Progress
     from groupcoord.adapters.verify.run import findings_text
     from groupcoord.testing.probe import probe_all
     from groupcoord.testing.systems import Unreachable
@@ -94,7 +96,8 @@ def run_probe(args) -> int:
     try:
         run = probe_all(args.bootstrap, config, topics, examples=args.examples, steps=args.steps, seed=seed,
                         timer_tolerance_ms=args.timer_tolerance_ms, keep_going=args.keep_going, known=known,
-                        progress=Progress(), on_finding=report)
+                        progress=Progress("probe", total=args.examples, unit="examples"),
+                        on_finding=report)
     except Unreachable as e:
         return fail(prog, str(e))
     if run.undecided is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from groupcoord.adapters.cli.extras import java_missing, missing_from, needs
 from groupcoord.adapters.cli.parsing import Parser, fail, number, one_of
+from groupcoord.adapters.replay import progress
 
 COMMANDS = ("simulate", "timeline", "replay", "inject-faults")
 ENGINES = ("plain", "spark", "core")
@@ -43,8 +44,7 @@ def add_replay_commands(sub) -> None:
     p.add_argument("--jobs", type=_count, default=1,
                    help="processes (default: %(default)s); the records and their order do not depend on it, "
                         "but how many part files they are split into does")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
-                   help="progress bar on stderr (default: when stderr is a terminal)")
+    progress.add_flag(p)
 
     p = sub.add_parser("timeline", help="draw one group of a trace over time (PNG or HTML)")
     p.add_argument("trace", help="a trace directory or file, as simulate, scenario --trace or serve --trace write "
@@ -57,7 +57,7 @@ def add_replay_commands(sub) -> None:
     p = sub.add_parser("replay", help="replay a trace through the core and check it (Spark or plain)")
     from groupcoord.adapters.replay.job import add_arguments
 
-    add_arguments(p)
+    add_arguments(p)  # with --progress
 
     from groupcoord.adapters.replay.faults import FAULTS
 

@@ -13,6 +13,7 @@ import attrs
 
 from groupcoord.adapters.cli import parsing
 from groupcoord.adapters.cli.parsing import fail
+from groupcoord.adapters.replay import progress
 from groupcoord.adapters.tla import mutants
 from groupcoord.adapters.tla.run import TLA_DIR, TlaSetupError, check_setup, run_tlc, workers_for_machine
 
@@ -418,6 +419,7 @@ def add_tla_command(sub) -> None:
                     "directory, removed afterwards).")
     v.add_argument("trace", help="a trace file or directory (several recordings, one per meta.json, are fine)")
     v.add_argument("--group", default=None, help="this group only")
+    progress.add_flag(v)
     m = tsub.add_parser("mutants", help="re-created coordinator bugs; each must be caught",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         epilog="mutants (name, bug ids, source); --only takes names and bug ids, in any case:\n"
@@ -434,14 +436,23 @@ def add_tla_command(sub) -> None:
                         "of tla/README.md")
 
 
+# A TLC run of tla validate checks traces of at most this many lines in all (a longer one alone):
+# each run takes seconds, so the progress and each group's line come run by run, each with the
+# time of its own run (a run costs ~1 s of start-up besides its lines).
+VALIDATE_BATCH_LINES = 600
+
+
 def run_validate(path: str, group_id: str | None = None, out=print, prog: str = "groupcoord tla validate") -> int:
     """Trace validation of a recorded trace, unit by unit (``trace_sources.file_traces``): each
     unit's line says whether TLC accepted it, accepted the part before an input the spec
-    cannot model (and which), rejected it, or could check none of it (and why); the last line
-    counts them. 0 when nothing checked is rejected and something was checked, 1 when a unit
-    is rejected, 2 when nothing could be checked (or the trace cannot be read)."""
+    cannot model (and which), rejected it, or could check none of it (and why), with the time
+    of the TLC run that checked it; the units outside the spec's scope first, then each checked
+    one as its run ends (a progress bar on stderr meanwhile); the last line counts them. 0 when
+    nothing checked is rejected and something was checked, 1 when a unit is rejected, 2 when
+    nothing could be checked (or the trace cannot be read)."""
     from groupcoord.core.trace import TraceError
 
+    from groupcoord.adapters.replay.progress import Progress
     from groupcoord.adapters.tla import trace_check, trace_sources
 
     if not Path(path).exists():
@@ -451,52 +462,59 @@ def run_validate(path: str, group_id: str | None = None, out=print, prog: str = 
     except (TraceError, ValueError) as e:
         return fail(prog, e)
     check_setup()
-    checked = [u for u in units if u.trace is not None]
-    results = {}
-    for batch in trace_check.batches([u.trace for u in checked]):
-        # one TLC run for a batch; TLC names the first trace it rejects, which leaves the
-        # batch for the next run (a run per rejection, plus one)
-        while batch:
-            together = trace_check.check_traces(batch)
-            if together.accepted:
-                for t in batch:
-                    results[id(t)] = trace_check.TraceResult(t.name, len(t.rows), True,
-                                                             seconds=together.seconds / len(batch))
-                break
-            bad = next((t for t in batch if t.name == together.name), None)
-            if bad is None or len(batch) == 1:
-                bad = bad or batch[0]
-                together = trace_check.check_trace(bad) if len(batch) > 1 else together
-            results[id(bad)] = together
-            batch = [t for t in batch if t is not bad]
-    accepted = partial = rejected = unchecked = 0
+    counts = {"accepted": 0, "partial": 0, "rejected": 0, "unchecked": 0}
+
+    def over(u) -> str:
+        if not u.stepped_over:
+            return ""
+        return "; stepped over: " + ", ".join(f"{name} {n}" for name, n in u.stepped_over.items())
+
     for u in units:
-        over = ""
-        if u.stepped_over:
-            over = "; stepped over: " + ", ".join(f"{name} {n}" for name, n in u.stepped_over.items())
         if u.trace is None:
-            unchecked += 1
-            out(f"trace {u.name}: NOT CHECKED, outside the spec's scope: {u.not_checked()}{over}")
-            continue
-        r = results[id(u.trace)]
+            counts["unchecked"] += 1
+            out(f"trace {u.name}: NOT CHECKED, outside the spec's scope: {u.not_checked()}{over(u)}")
+    checked = {id(u.trace): u for u in units if u.trace is not None}
+    progress = Progress("tla validate", total=len(checked), unit="groups")
+
+    def told(u, r) -> None:
         if not r.accepted:
-            rejected += 1
-            out(r.line())
+            counts["rejected"] += 1
+            line = r.line()
         elif u.partial:
-            partial += 1
-            out(f"trace {u.name}: {r.lines} lines accepted ({r.seconds:.1f} s); NOT CHECKED: {u.not_checked()}"
-                f"{over}")
+            counts["partial"] += 1
+            line = f"trace {u.name}: {r.lines} lines accepted ({r.took()}); NOT CHECKED: {u.not_checked()}{over(u)}"
         else:
-            accepted += 1
-            out(f"{r.line()}{over}")
+            counts["accepted"] += 1
+            line = f"{r.line()}{over(u)}"
+        with progress.aside():
+            out(line)
+        progress.advance(1, f"{counts['rejected']} rejected")
+
+    with progress:
+        for batch in trace_check.batches([u.trace for u in checked.values()], max_lines=VALIDATE_BATCH_LINES):
+            # one TLC run for a batch; TLC names the first trace it rejects, which leaves the
+            # batch for the next run (a run per rejection, plus one)
+            while batch:
+                together = trace_check.check_traces(batch)
+                if together.accepted:
+                    for t in batch:
+                        told(checked[id(t)], trace_check.TraceResult(t.name, len(t.rows), True,
+                                                                     seconds=together.seconds, together=len(batch)))
+                    break
+                bad = next((t for t in batch if t.name == together.name), None)
+                if bad is None or len(batch) == 1:
+                    bad = bad or batch[0]
+                    together = trace_check.check_trace(bad) if len(batch) > 1 else together
+                told(checked[id(bad)], together)
+                batch = [t for t in batch if t is not bad]
     if any(u.stepped_over for u in units):
         out("(stepped over: inputs the spec has no step for, run through the core and shown to change nothing "
             "the spec sees)")
-    out(f"{accepted} accepted, {partial} accepted in part (the rest not checked), {rejected} rejected, "
-        f"{unchecked} outside the spec's scope (not checked)")
-    if rejected:
+    out(f"{counts['accepted']} accepted, {counts['partial']} accepted in part (the rest not checked), "
+        f"{counts['rejected']} rejected, {counts['unchecked']} outside the spec's scope (not checked)")
+    if counts["rejected"]:
         return 1
-    return 0 if accepted or partial else 2
+    return 0 if counts["accepted"] or counts["partial"] else 2
 
 
 def run_tla_command(args) -> int:

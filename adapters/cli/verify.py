@@ -6,6 +6,7 @@ import argparse
 
 from groupcoord.adapters.cli import parsing
 from groupcoord.adapters.cli.parsing import fail
+from groupcoord.adapters.replay import progress
 from groupcoord.core.config import KAFKA_NAMES, ConfigError, CoordinatorConfig
 
 
@@ -39,6 +40,7 @@ def add_verify_command(sub) -> None:
                    help="after a group's divergence, take the broker's answer there as given and search on: "
                         "every distinct divergence of every group, each by its signature")
     add_known_flag(p)
+    progress.add_flag(p)
     for name in sorted(KAFKA_NAMES):
         p.add_argument("--" + name, dest="kafka:" + name, metavar="VALUE", default=None,
                        help=argparse.SUPPRESS)

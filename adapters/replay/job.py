@@ -18,8 +18,9 @@ Report (``--out``, default ``TRACE-report`` beside the trace): ``findings.parque
 ``summary.json`` and ``summary.txt`` (``report``). Exit status 1 when anything was found.
 
 What reaches the terminal: a line at once on stderr, then Spark's warnings only (its log4j2
-configuration at WARN: ``spark_session.LOG4J2_PROPERTIES``), a line per long stage
-(``spark_session.StageProgress``) and the summary last on stdout.
+configuration at WARN: ``spark_session.LOG4J2_PROPERTIES``), a progress bar per long stage
+(``spark_session.StageProgress``; on a terminal, or with ``--progress``) and the summary last on
+stdout.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ def _describe(recs: list) -> str:
 
 def run(args, prog: str = "replay_job") -> int:
     """The command: inputs checked first (one line on stderr, ``<prog>: error: ...``, and exit 2
-    on a problem, before Spark starts), a line on stderr at once and per long stage, the summary
-    last on stdout."""
+    on a problem, before Spark starts), a line on stderr at once, a progress bar per long stage,
+    the summary last on stdout."""
+    from groupcoord.adapters.replay import progress as shown
     from groupcoord.adapters.replay.partition import check_trace
     from groupcoord.adapters.replay.plain_job import plain_replay
     from groupcoord.adapters.replay.report import default_report, format_report, report_dir
@@ -51,6 +53,7 @@ def run(args, prog: str = "replay_job") -> int:
     from groupcoord.adapters.replay.spark_session import StageProgress, spark_session
     from groupcoord.adapters.replay.trace_files import TraceError
 
+    shown.show(getattr(args, "progress", None))
     out = args.out or default_report(args.path)
     try:
         recs = check_trace(args.path)
@@ -113,7 +116,8 @@ def add_arguments(p: argparse.ArgumentParser, master: str | None = "local[*]") -
         "directory or a single trace file. Each recording in it (the files under one meta.json) is replayed "
         "on its own with its manifest's settings, and reported on its own. The trace is checked before Spark "
         "starts (a missing or unreadable one: one line, exit 2). Spark logs at WARN (--verbose: as Spark "
-        "says); stages running longer than 2 s report progress on stderr; the summary comes last, on stdout. "
+        "says); stages running longer than 2 s show their progress on stderr (on a terminal, or with --progress); "
+        "the summary comes last, on stdout. "
         "Writes only the report directory (--out): findings.parquet (one row per unit with a finding, per "
         "task and recording with totals), summary.json (the summary, every recording listed) and summary.txt "
         "(the summary as printed); an old report there is replaced. Exit 1 on any finding, 2 when the trace "
@@ -132,6 +136,9 @@ def add_arguments(p: argparse.ArgumentParser, master: str | None = "local[*]") -
                    help="report directory (default: TRACE-report beside the trace, for a file or a directory "
                         "alike); never inside a trace directory")
     p.add_argument("--no-invariants", action="store_true", help="compare outputs only (faster)")
+    from groupcoord.adapters.replay import progress
+
+    progress.add_flag(p)
     p.add_argument("--verbose", action="store_true",
                    help="Spark's own logging and console progress bar, as Spark's defaults (or your SPARK_CONF_DIR) "
                         "have them")

@@ -1,7 +1,7 @@
 """The Spark session a replay runs in, and what it prints: ``spark_session`` (the Python
 workers run this interpreter; Spark logs at WARN through ``LOG4J2_PROPERTIES`` unless verbose,
-also under spark-submit, whose JVM is already up) and ``StageProgress`` (a line on stderr per
-long stage).
+also under spark-submit, whose JVM is already up) and ``StageProgress`` (a progress bar on
+stderr per long stage).
 """
 
 from __future__ import annotations
@@ -101,21 +101,22 @@ def spark_session(master: str | None = "local[*]", app: str = "groupcoord-replay
 
 
 class StageProgress:
-    """A line on ``out`` (stderr) for each Spark stage that runs longer than ``after`` seconds:
-    ``spark: stage 3: 5/8 tasks done (12 s), replaying TRACE``, again every ``every`` seconds
-    while it runs and once when it ends. Polls the status tracker from a daemon thread; use
-    as a context manager. ``what`` names the work under way (set it between jobs)."""
+    """A progress bar (``progress.Progress``) for each Spark stage that runs longer than
+    ``after`` seconds: ``spark stage 3, replaying TRACE: 5/8 tasks``, erased when it ends. Polls
+    the status tracker from a daemon thread; use as a context manager. ``what`` names the work
+    under way (set it between jobs); ``enabled`` as ``Progress``'s (None: the command's
+    ``--progress``, else whether stderr is a terminal)."""
 
-    def __init__(self, tracker, out=None, after: float = 2.0, every: float = 10.0, poll: float = 0.5,
-                 clock=time.monotonic) -> None:
+    def __init__(self, tracker, out=None, after: float = 2.0, poll: float = 0.5, clock=time.monotonic,
+                 enabled: bool | None = None) -> None:
         import threading
 
         self.tracker, self.out = tracker, out or sys.stderr
-        self.after, self.every, self.poll, self.clock = after, every, poll, clock
+        self.after, self.poll, self.clock, self.enabled = after, poll, clock, enabled
         self.what = ""
         self._seen: dict[int, float] = {}  # stage -> first seen
-        self._told: dict[int, float] = {}  # stage -> last line
         self._what: dict[int, str] = {}  # stage -> the work under way when it was first seen
+        self._bars: dict = {}  # stage -> its Progress, once it has run `after` seconds
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="groupcoord-spark-progress", daemon=True)
 
@@ -137,6 +138,8 @@ class StageProgress:
 
     def check(self, final: bool = False) -> None:
         """One look at the running stages (the thread calls it every ``poll`` seconds)."""
+        from groupcoord.adapters.replay.progress import Progress
+
         now = self.clock()
         active = set() if final else set(self.tracker.getActiveStageIds())
         for stage in sorted(active):
@@ -144,18 +147,17 @@ class StageProgress:
             if info is None:
                 continue
             first = self._seen.setdefault(stage, now)
-            self._what.setdefault(stage, self.what)
-            told = self._told.get(stage)
-            if now - first >= self.after and (told is None or now - told >= self.every):
-                self._say(stage, f"{info.numCompletedTasks}/{info.numTasks} tasks done", now - first,
-                          self._what[stage])
-                self._told[stage] = now
+            what = self._what.setdefault(stage, self.what)
+            bar = self._bars.get(stage)
+            if bar is None and now - first >= self.after:
+                bar = self._bars[stage] = Progress(f"spark stage {stage}{', ' + what if what else ''}",
+                                                   total=info.numTasks, unit="tasks", enabled=self.enabled,
+                                                   stream=self.out, after_s=0)
+            if bar is not None:
+                bar.advance_to(info.numCompletedTasks)
         for stage in [s for s in self._seen if s not in active]:
-            first = self._seen.pop(stage)
-            what = self._what.pop(stage, self.what)
-            if self._told.pop(stage, None) is not None:
-                self._say(stage, "finished", now - first, what)
-
-    def _say(self, stage: int, state: str, seconds: float, what: str) -> None:
-        print(f"spark: stage {stage}: {state} ({seconds:.0f} s){', ' + what if what else ''}", file=self.out,
-              flush=True)
+            self._seen.pop(stage)
+            self._what.pop(stage, None)
+            bar = self._bars.pop(stage, None)
+            if bar is not None:
+                bar.done()

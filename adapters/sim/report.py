@@ -1,11 +1,9 @@
 """What a simulation reports: the summary of its groups' statistics, in total and per strategy
-(``summarize``), its text (``format_summary``) and the progress bar on stderr (``Progress``).
+(``summarize``) and its text (``format_summary``).
 """
 
 from __future__ import annotations
 
-import sys
-import time
 
 def summarize(per_group: list[dict]) -> dict:
     keys = ("inputs", "outputs", "rebalances", "not_stable_ms", "partitions_moved", "failovers", "fenced",
@@ -27,37 +25,6 @@ def summarize(per_group: list[dict]) -> dict:
     return {"totals": total, "by_strategy": dict(sorted(by_strategy.items())),
             "busiest_groups": [{"group_id": g["group_id"], "rebalances": g["rebalances"],
                                 "strategy": g["strategy"]} for g in storms]}
-
-
-class Progress:
-    """A one-line progress bar on stderr (only on a terminal unless forced)."""
-
-    def __init__(self, total: int, label: str, enabled: bool | None = None) -> None:
-        self.total, self.label, self.done = max(1, total), label, 0
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self.started = time.perf_counter()
-        self._last = 0.0
-
-    def advance(self, n: int = 1) -> None:
-        self.done += n
-        if not self.enabled:
-            return
-        now = time.perf_counter()
-        if now - self._last < 0.2 and self.done < self.total:
-            return
-        self._last = now
-        width = 30
-        filled = int(width * self.done / self.total)
-        rate = self.done / max(1e-9, now - self.started)
-        eta = (self.total - self.done) / rate if rate else 0
-        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {self.done}/{self.total} "
-                         f"{rate:,.0f}/s eta {eta:,.0f}s ")
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
 
 
 def format_summary(summary: dict) -> str:

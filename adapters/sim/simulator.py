@@ -22,7 +22,8 @@ from pathlib import Path
 
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.adapters.replay.records import TraceColumns
-from groupcoord.adapters.sim.report import Progress, summarize
+from groupcoord.adapters.replay.progress import Progress
+from groupcoord.adapters.sim.report import summarize
 from groupcoord.adapters.sim.workload import GroupSpec, simulate_group
 
 SUMMARY = "summary.json"
@@ -67,7 +68,7 @@ def simulate(out: str | os.PathLike, *, groups: int, members: int, seed: int, du
         indexes = list(range(start, min(groups, start + groups_per_file)))
         tasks.append((str(out / f"part-{n:05d}{suffix}"), indexes, seed, members, duration_ms, incidents_per_min,
                       config_kafka))
-    bar = Progress(groups, "simulating groups", enabled=progress)
+    bar = Progress("simulate", total=groups, unit="groups", enabled=progress)
     started = time.perf_counter()
     per_group: list[dict] = []
     records = 0
@@ -85,7 +86,7 @@ def simulate(out: str | os.PathLike, *, groups: int, members: int, seed: int, du
             per_group += stats
             records += info["records"]
             bar.advance(len(stats))
-    bar.close()
+    bar.done()
     elapsed = time.perf_counter() - started
     write_manifest(out, scope="group", outputs=True, config=config, groups_span_files=False,
                    generator={"command": "simulate", "groups": groups, "members": members, "seed": seed,

@@ -16,7 +16,7 @@ from hypothesis.stateful import get_state_machine_test, invariant
 
 from groupcoord.adapters.conformance.scenarios import hexed
 from groupcoord.adapters.verify.findings import is_known, named, pointers, shown
-from groupcoord.adapters.verify.progress import Progress
+from groupcoord.adapters.replay.progress import Progress
 from groupcoord.adapters.verify.run import signature_of
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.testing.machine import CoordinatorStateMachine, Divergence, Inconclusive
@@ -115,8 +115,7 @@ def _search(bootstrap: str, config: CoordinatorConfig, topics: dict[str, int], *
             ran[0] += 1
             if progress is not None:
                 done = run.examples + (drawn[0] if drawn else ran[0])
-                progress.update(f"probe: {done} examples, {len(run.findings)} divergences"
-                                + (", shrinking one" if seen else ""))
+                progress.advance_to(done, f"{len(run.findings)} divergences" + (", shrinking one" if seen else ""))
             super().teardown()
 
         def aside(self, signature: str) -> None:

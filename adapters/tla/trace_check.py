@@ -36,14 +36,21 @@ class TraceResult:
     accepted: bool
     diverged_at: int | None = None  # 1-based line of the log TLC could not match
     event: Any = None
-    seconds: float = 0.0
+    seconds: float = 0.0  # the TLC run's
     detail: str = ""
+    together: int = 1  # traces checked in that run
+
+    def took(self) -> str:
+        """The run's time, and with how many others when the trace did not have it alone."""
+        if self.together > 1:
+            return f"{self.seconds:.1f} s for a TLC run of {self.together} traces"
+        return f"{self.seconds:.1f} s"
 
     def line(self) -> str:
         if self.accepted:
-            return f"trace {self.name}: {self.lines} lines, accepted ({self.seconds:.1f} s)"
+            return f"trace {self.name}: {self.lines} lines, accepted ({self.took()})"
         return (f"trace {self.name}: {self.lines} lines, REJECTED at line {self.diverged_at} "
-                f"(event {self.event}) ({self.seconds:.1f} s) {self.detail}")
+                f"(event {self.event}) ({self.took()}) {self.detail}")
 
 
 _I = re.compile(r"^/\\ i = (\d+)$", re.M)
@@ -63,7 +70,7 @@ def check_traces(traces: list, workers: int = 1, replace: dict | None = None, ti
     name = traces[0].name if len(traces) == 1 else f"{len(traces)} traces"
     res = run_tlc("TraceCheck.cfg", "TraceCheck", workers=workers, name=name, timeout=timeout,
                   replace=replace, extra_files={"TraceCheck.tla": text, "TraceCheck.cfg": cfg})
-    out = TraceResult(name, sum(len(t.rows) for t in traces), res.ok, seconds=res.seconds)
+    out = TraceResult(name, sum(len(t.rows) for t in traces), res.ok, seconds=res.seconds, together=len(traces))
     if not res.ok:
         found, ks = _I.findall(res.output), _K.findall(res.output)
         trace = traces[int(ks[-1]) - 1] if ks else traces[0]
@@ -77,10 +84,20 @@ def check_traces(traces: list, workers: int = 1, replace: dict | None = None, ti
     return out
 
 
-def batches(traces: list) -> list[list]:
+def batches(traces: list, max_lines: int | None = None) -> list[list]:
     """Traces grouped by the constants they set (initial delay, retention check interval; one
-    TLC run each)."""
+    TLC run each). ``max_lines``: a batch holds traces of at most that many lines in all (a
+    longer trace is a batch of its own), so that progress is seen run by run."""
     by: dict = {}
     for t in traces:
         by.setdefault(t.constants, []).append(t)
-    return [by[d] for d in sorted(by)]
+    out: list[list] = []
+    for d in sorted(by):
+        batch: list = []
+        for t in by[d]:
+            if batch and max_lines is not None and sum(len(b.rows) for b in batch) + len(t.rows) > max_lines:
+                out.append(batch)
+                batch = []
+            batch.append(t)
+        out.append(batch)
+    return out

@@ -60,10 +60,10 @@ class LogRead:
 
 
 def read_logs(paths) -> LogRead:
-    from groupcoord.adapters.verify.progress import Progress
+    from groupcoord.adapters.replay.progress import Progress
 
     events, unknown, total, comments = [], [], 0, 0
-    progress = Progress()
+    progress = Progress("verify --kafka-log", unit="lines")
     for path in paths:
         try:
             with open(path, "rb") as f:
@@ -80,7 +80,7 @@ def read_logs(paths) -> LogRead:
                 continue
             total += 1
             if not total % 50_000:
-                progress.update(f"verify --kafka-log: {path}: {n:,} lines read, {len(events):,} group statements")
+                progress.advance_to(total, f"{path}: {len(events):,} group statements")
             line = kl.parse(raw, f"{path}:{n}")
             if line is None or line.kind == "unreadable":
                 unknown.append((f"{path}:{n}", raw[:200]))

@@ -11,7 +11,7 @@ from pathlib import Path
 import attrs
 
 from groupcoord.adapters.verify import findings, observed
-from groupcoord.adapters.verify.progress import Progress
+from groupcoord.adapters.replay.progress import Progress
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, INCONCLUSIVE, Settings, Verdict, verify_group
 
 EXIT = {CONFORMS: 0, DIVERGES: 1, INCONCLUSIVE: 3}  # 2: bad input
@@ -29,12 +29,12 @@ def verify_plain(path: str, settings: Settings, share_bytes: int = SHARE_BYTES,
                  keep_going: bool = False) -> tuple[list[Verdict], dict]:
     verdicts: list[Verdict] = []
     unchecked: dict[str, int] = {}
-    progress, diverging = Progress(), 0
+    progress, diverging = Progress("verify", unit="groups"), 0
     for share in observed.shares(path, share_bytes):
         for gid, unit in observed.iter_units(share):
             verdicts.append(verify_group(gid, unit, settings, keep_going))
             diverging += verdicts[-1].verdict == DIVERGES
-            progress.update(f"verify: {len(verdicts)} groups done, {diverging} diverging")
+            progress.advance(1, f"{diverging} diverging")
         for reason, count in share.unchecked.items():
             unchecked[reason] = unchecked.get(reason, 0) + count
         del share  # before the next share is read

@@ -97,40 +97,6 @@ def test_an_unreadable_known_file_is_one_line_and_exit_2(two, tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("groupcoord verify: error: --known"), err
 
 
-class _Stream:
-    def __init__(self, tty: bool) -> None:
-        self.tty, self.text = tty, ""
-
-    def isatty(self) -> bool:
-        return self.tty
-
-    def write(self, s: str) -> None:
-        self.text += s
-
-    def flush(self) -> None:
-        pass
-
-
-def test_progress_is_a_line_rewritten_on_a_terminal_and_a_line_now_and_then_elsewhere(monkeypatch):
-    from groupcoord.adapters.verify import progress as module
-
-    now = [0.0]
-    monkeypatch.setattr(module.time, "monotonic", lambda: now[0])
-    log = module.Progress(_Stream(False), after_s=3, every_s=10)
-    for t, n in ((1, 1), (3, 2), (5, 3), (13, 4), (14, 5)):
-        now[0] = t
-        log.update(f"verify: {n} groups done")
-    log.done()
-    assert log.stream.text == "verify: 2 groups done\nverify: 4 groups done\n"  # nothing in the first 3 s
-    now[0] = 0.0
-    term = module.Progress(_Stream(True), after_s=3)
-    for t, n in ((1, 1), (3, 2), (3.1, 3), (3.5, 4)):
-        now[0] = t
-        term.update(f"probe: {n} examples")
-    term.done()
-    assert term.stream.text == "\r\033[Kprobe: 2 examples\r\033[Kprobe: 4 examples\r\033[K"
-
-
 def test_kafka_sources_and_peers_rows_name_what_they_point_at():
     from groupcoord.adapters.verify import findings
 
