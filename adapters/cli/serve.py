@@ -193,6 +193,15 @@ def _listener(value: str, source: str) -> tuple[str, int]:
     return (h.strip("[]") or "0.0.0.0"), port
 
 
+class StartError(ConfigError):
+    """A refused start whose structured log line has its own event (``cannot_listen``,
+    ``cannot_write``) rather than ``bad_setting``."""
+
+    def __init__(self, event: str, message: str, **fields: Any) -> None:
+        super().__init__(message)
+        self.event, self.fields = event, fields
+
+
 def _check_writable(path: str, flag: str) -> None:
     """``path`` can be created: its nearest existing ancestor is a writable directory."""
     target = Path(path).absolute()
@@ -200,24 +209,24 @@ def _check_writable(path: str, flag: str) -> None:
     if existing is None:
         return
     if existing != target and not existing.is_dir():
-        raise ConfigError(f"{flag} {path}: {existing} is not a directory")
+        raise StartError("cannot_write", f"{flag} {path}: {existing} is not a directory", path=path)
     if existing.is_dir() and not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"{flag} {path}: {existing} is not writable")
+        raise StartError("cannot_write", f"{flag} {path}: {existing} is not writable", path=path)
 
 
 def _check_appendable(path: str, flag: str) -> None:
     """``path`` is a file that can be appended to, or can be created in an existing folder."""
     target = Path(path).absolute()
     if target.is_dir():
-        raise ConfigError(f"{flag} {path}: is a directory")
+        raise StartError("cannot_write", f"{flag} {path}: is a directory", path=path)
     if target.exists():
         if not os.access(target, os.W_OK):
-            raise ConfigError(f"{flag} {path}: not writable")
+            raise StartError("cannot_write", f"{flag} {path}: not writable", path=path)
         return
     if not target.parent.is_dir():
-        raise ConfigError(f"{flag} {path}: no such directory: {target.parent}")
+        raise StartError("cannot_write", f"{flag} {path}: no such directory: {target.parent}", path=path)
     if not os.access(target.parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"{flag} {path}: {target.parent} is not writable")
+        raise StartError("cannot_write", f"{flag} {path}: {target.parent} is not writable", path=path)
 
 
 def build_server(args: argparse.Namespace, log: Any) -> "Any":
@@ -261,7 +270,7 @@ def build_server(args: argparse.Namespace, log: Any) -> "Any":
         _check_appendable(args.kafka_log, "--kafka-log")
     problem = listen_problem(host, port)  # before a store is opened: a refusal writes nothing
     if problem:
-        raise ConfigError(problem)
+        raise StartError("cannot_listen", problem, host=host, port=port)
     for key in ignored:
         log("warning", "unknown_setting", setting=key, source=args.config, detail="ignored")
     ownership = None
@@ -302,13 +311,23 @@ def run_serve(args: argparse.Namespace) -> int:
         except ImportError:
             if args.event_loop == "uvloop":
                 return fail(prog, "--event-loop uvloop: needs uvloop: pip install uvloop")
+    def refuse(event: str, error: object, fields: dict | None = None) -> int:
+        """A start-up error: the structured line for a log read by machines (``--log-format
+        json``), then the one refusal line every command gives; exit 2."""
+        if args.log_format == "json":
+            log("error", event, **(fields or {}), error=parsing.one_line(error))
+        return fail(prog, error)
+
     try:
         server = build_server(args, log)
     except StorageOpenError as e:
-        log("error", "storage_unusable", storage=args.storage, error=str(e))
-        return 2
-    except (ConfigError, ValueError, OSError) as e:
-        return fail(prog, e)
+        return refuse("storage_unusable", e, {"storage": args.storage})
+    except StartError as e:
+        return refuse(e.event, e, e.fields)
+    except (ConfigError, ValueError) as e:
+        return refuse("bad_setting", e)
+    except OSError as e:
+        return refuse(*_os_error_event(e, args))
 
     async def main() -> int:
         # Handlers go in before start() logs "listening": a signal right after that line must
@@ -327,13 +346,12 @@ def run_serve(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, on_signal, sig)
         try:
             await server.start()
-        except OSError as e:  # checked before the start; the port was taken meanwhile
-            log("error", "cannot_listen", host=server.host, port=server.port, error=str(e))
-            return 2
         except StorageOpenError as e:
-            log("error", "storage_unusable", storage=server.storage.name, error=str(e))
-            return 2
+            return refuse("storage_unusable", e, {"storage": server.storage.name})
+        except OSError as e:  # checked before the start; the port was taken, or a file refused, meanwhile
+            return refuse(*_os_error_event(e, args, server))
         started = True
+        log("info", "event_loop", loop=loop_name)
         from groupcoord.adapters.wire.collector import settle_collector
 
         settle_collector()  # what the start made lives as long as the server: out of the collector's way
@@ -342,11 +360,27 @@ def run_serve(args: argparse.Namespace) -> int:
         await server.wait_stopped()
         return 0
 
-    log("info", "event_loop", loop=loop_name)
     try:
         return asyncio.run(main())
     except KeyboardInterrupt:
         return 130
+
+
+def _os_error_event(e: OSError, args: argparse.Namespace, server: Any = None) -> tuple:
+    """(event, error line, fields) for an OSError met while starting: a file that could not be
+    written (``--trace``, ``--kafka-log``, the data directory) is named with its flag; anything
+    else is the listener's."""
+    if e.filename is not None:
+        name = str(e.filename)
+        flag = next((f for f, v in (("--trace", args.trace), ("--kafka-log", args.kafka_log),
+                                    ("--data-dir", args.data_dir))
+                     if v and (name == v or name.startswith(str(Path(v)).rstrip("/") + "/")
+                               or str(Path(v).absolute()) in name)), None)
+        what = f"{flag} {name}" if flag else name
+        return "cannot_write", f"{what}: {e.strerror or e}", {"path": name}
+    host = server.host if server is not None else args.host
+    port = server.port if server is not None else args.port
+    return "cannot_listen", f"cannot listen on {host}:{port}: {e.strerror or e}", {"host": host, "port": port}
 
 
 def run_server_command(args: argparse.Namespace) -> int:

@@ -133,11 +133,27 @@ def test_the_port_in_use_is_reported(tmp_path):
         result = cli("serve", "--port", str(server.port), "--log-format", "json", "--data-dir", str(tmp_path / "d"),
                      timeout=30)
         assert result.returncode == 2
-        assert result.stderr == f"groupcoord serve: error: cannot listen on 127.0.0.1:{server.port}: " \
-                                f"Address already in use\n"
+        logged, refusal = result.stderr.splitlines()  # the structured line (the log is JSON), then the refusal
+        assert refusal == f"groupcoord serve: error: cannot listen on 127.0.0.1:{server.port}: " \
+                          f"Address already in use"
+        assert json.loads(logged)["event"] == "cannot_listen"
         assert not (tmp_path / "d").exists()  # refused before the store is opened
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_start_up_error_is_one_refusal_line_with_its_own_event(tmp_path, log_format):
+    (tmp_path / "t.jsonl").mkdir()  # a trace file that cannot be opened: it is a directory
+    result = cli("serve", "--port", "0", "--storage", "memory", "--log-format", log_format,
+                 "--trace", str(tmp_path / "t.jsonl"), timeout=30)
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert lines[-1] == f"groupcoord serve: error: --trace {tmp_path / 't.jsonl'}: Is a directory"
+    if log_format == "text":
+        assert len(lines) == 1, result.stderr
+    else:
+        assert len(lines) == 2 and json.loads(lines[0])["event"] == "cannot_write", result.stderr
 
 
 # --- groups / offsets -------------------------------------------------------------------------------------

@@ -105,8 +105,9 @@ def test_a_second_serve_on_the_directory_exits_at_once_and_the_first_keeps_servi
         second = subprocess.run(first.cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=10)
         assert time.monotonic() - started < 10
         assert second.returncode == 2, second.stderr
-        lines = second.stderr.splitlines()
-        assert len(lines) == 1 and "Traceback" not in second.stderr, second.stderr
+        lines = second.stderr.splitlines()  # the structured line (the log is JSON), then the refusal
+        assert len(lines) == 2 and "Traceback" not in second.stderr, second.stderr
+        assert lines[1] == f"groupcoord serve: error: {in_use(data_dir, first.proc.pid)}"
         line = json.loads(lines[0])
         assert line["level"] == "error" and line["event"] == "storage_unusable"
         assert line["error"] == in_use(data_dir, first.proc.pid)
