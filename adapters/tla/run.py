@@ -55,8 +55,8 @@ def check_setup(hypothesis: bool = False) -> str:
         try:
             import hypothesis as _hypothesis  # noqa: F401
         except ImportError:
-            raise TlaSetupError("needs hypothesis (the generated traces it validates): "
-                                "pip install 'groupcoord[tla]'") from None
+            raise TlaSetupError("needs hypothesis (the generated traces it validates; a dependency of "
+                                "groupcoord itself): pip install 'hypothesis>=6.100'") from None
     java = java_path()
     out = subprocess.run([java, "-version"], capture_output=True, text=True)
     version = (out.stderr or out.stdout).splitlines()[0] if (out.stderr or out.stdout) else "java"

