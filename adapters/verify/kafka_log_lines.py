@@ -131,6 +131,7 @@ STATEMENTS = (
     # clients: the Java consumer and Connect's worker (AbstractCoordinator), kafka-python
     _s("client-joined", ANY, rf"Successfully joined group with generation (?:Generation\{{generationId=)?{_NUM}"),
     _s("client-joined", ANY, rf"Successfully joined group (?P<g>\S+?) with generation {_NUM}"),
+    _s("client-joined", ANY, rf"Joined group '(?P<g>[^']+)' \(generation {_NUM}\)"),  # kafka-python 1.x
     _s("client-synced", ANY, rf"Successfully synced group in generation (?:Generation\{{generationId=)?{_NUM}"),
     _s("client-rebalancing", ANY, r"Attempt to heartbeat failed (?:for group (?P<g>\S+) )?since group is "
                                   r"rebalancing"),
