@@ -172,6 +172,7 @@ def test_a_plain_install_carries_every_wing(tmp_path):
         inside = module.replace(".", "/") + ("/__init__.py" if path.name == "__init__.py" else ".py")
         assert inside in names, inside
     assert "groupcoord = groupcoord.adapters.cli.main:main" in entry_points
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), sorted(names)[-10:]
 
 
 def test_every_path_the_docs_name_exists():

@@ -51,7 +51,10 @@ def build_parser() -> Parser:
 
     from groupcoord.adapters.replay import progress
 
+    from importlib.metadata import version
+
     parser = Parser(prog="groupcoord", description="Kafka's classic group coordinator.")
+    parser.add_argument("--version", action="version", version=f"groupcoord {version('groupcoord')}")
     sub = parser.add_subparsers(dest="command", required=True)
     add_server_commands(sub)  # serve, groups, offsets
 
