@@ -7,14 +7,18 @@ import os
 import sys
 from pathlib import Path
 
-from groupcoord.adapters.cli import parsing
+from groupcoord.adapters.cli import parsing, stopping
 from groupcoord.adapters.cli.extras import missing_from
 from groupcoord.adapters.cli.parsing import Parser, fail
 
 
 def main(argv: list[str] | None = None) -> int:
-    hypothesis_cache_out_of_the_working_directory()
-    return quiet_on_broken_pipe(_main, argv)
+    stopping.take_signals()  # Ctrl-C and SIGTERM: one line and 130 / 143 (cli.stopping)
+    try:
+        hypothesis_cache_out_of_the_working_directory()
+        return quiet_on_broken_pipe(_main, argv)
+    except KeyboardInterrupt as e:  # before the command was known
+        return stopping.interrupted("groupcoord", stopping.signal_of(e))
 
 
 def hypothesis_cache_out_of_the_working_directory() -> None:
@@ -163,6 +167,8 @@ def _main(argv: list[str] | None) -> int:
     progress.show(getattr(args, "progress", None))  # the long commands' --progress / --no-progress
     try:
         return _run(args)
+    except KeyboardInterrupt as e:
+        return stopping.interrupted(args.prog, stopping.signal_of(e))
     except ImportError as e:  # an optional package met only now (e.g. by a Parquet trace)
         line = missing_from(e)
         if line is None:

@@ -30,6 +30,7 @@ import contextlib
 import os
 import sys
 import time
+from pathlib import Path
 
 
 def _say(text: str) -> None:
@@ -48,9 +49,9 @@ def run(args, prog: str = "replay_job") -> int:
     from groupcoord.adapters.replay import progress as shown
     from groupcoord.adapters.replay.partition import check_trace
     from groupcoord.adapters.replay.plain_job import plain_replay
-    from groupcoord.adapters.replay.report import default_report, format_report, report_dir
+    from groupcoord.adapters.replay.report import default_report, format_report, report_dir, report_written
     from groupcoord.adapters.replay.spark_job import spark_replay
-    from groupcoord.adapters.replay.spark_session import StageProgress, spark_session
+    from groupcoord.adapters.replay.spark_session import StageProgress, spark_session, stop_session
     from groupcoord.adapters.replay.trace_files import TraceError
 
     shown.show(getattr(args, "progress", None))
@@ -73,16 +74,21 @@ def run(args, prog: str = "replay_job") -> int:
                 _say(f"replay {args.path}: {_describe(recs)}; starting Spark {master} (the JVM takes a few "
                      f"seconds)...")
             started = time.monotonic()
-            spark = spark_session(args.master, partitions=args.partitions, verbose=args.verbose)
-            try:
-                _say(f"Spark {spark.sparkContext.master} up in {time.monotonic() - started:.1f} s; replaying...")
-                # --verbose: Spark's own console progress bar instead
-                with (contextlib.nullcontext() if args.verbose
-                      else StageProgress(spark.sparkContext.statusTracker())) as progress:
-                    summary = spark_replay(spark, args.path, out, partitions=args.partitions,
-                                           invariants=not args.no_invariants, recordings=recs, progress=progress)
-            finally:
-                spark.stop()
+            # the report's temporary outlives the session: a stopped run's is removed once Spark is
+            with report_written(Path(out)) as into:
+                spark = spark_session(args.master, partitions=args.partitions, verbose=args.verbose)
+                try:
+                    _say(f"Spark {spark.sparkContext.master} up in {time.monotonic() - started:.1f} s; replaying...")
+                    # --verbose: Spark's own console progress bar instead
+                    with (contextlib.nullcontext() if args.verbose
+                          else StageProgress(spark.sparkContext.statusTracker())) as progress:
+                        summary = spark_replay(spark, args.path, out, partitions=args.partitions,
+                                               invariants=not args.no_invariants, recordings=recs,
+                                               progress=progress, into=into)
+                except BaseException:
+                    stop_session(spark, abandoned=True)
+                    raise
+                stop_session(spark)
     except TraceError as e:
         print(f"{prog}: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2

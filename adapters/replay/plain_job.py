@@ -20,7 +20,8 @@ from groupcoord.adapters.replay.partition import (
     replay_file,
     result_batch,
 )
-from groupcoord.adapters.replay.report import TOTALS, fresh_report_dir, report_dir, summarize
+from groupcoord.adapters.replay.report import TOTALS, report_dir, report_written, summarize
+from groupcoord.adapters.replay.stopping import quiet_worker
 
 
 def _shard_of(group_id: str | None, shards: int) -> int:
@@ -116,11 +117,12 @@ def _replay_sorted(job: "PartitionReplay", tables: list) -> None:
 
 
 def plain_replay(path: str, out: str, *, processes: int = 1, invariants: bool = True, sample: int = 20,
-                 recordings: list | None = None) -> dict:
+                 recordings: list | None = None, into=None) -> dict:
     """Replay ``path`` without Spark in ``processes`` processes: each instance-scoped file is
     one work item (dealt round the processes); each group-scoped recording is split between
     all of them (whole files when its manifest promises that no group spans files, else by a
-    hash of the group id)."""
+    hash of the group id). The report goes to ``out`` whole (``report.report_written``; into
+    ``into`` when the caller holds the temporary)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -144,14 +146,18 @@ def plain_replay(path: str, out: str, *, processes: int = 1, invariants: bool = 
     if processes > 1:
         import multiprocessing as mp
 
-        with mp.get_context("fork").Pool(processes) as pool:
+        with mp.get_context("fork").Pool(processes, initializer=quiet_worker) as pool:
             results = pool.map(plain_task, work)
     else:
         results = [plain_task(work[0])]
     seconds = time.perf_counter() - started
     rows = [r for rs, _ in results for r in rs]
-    fresh_report_dir(out_path)
-    pq.write_table(pa.Table.from_batches([result_batch(rows)]), str(out_path / "findings.parquet"))
+    with report_written(out_path, into) as into:
+        pq.write_table(pa.Table.from_batches([result_batch(rows)]), str(into / "findings.parquet"))
+        return _plain_summary(path, out_path, recs, rows, results, seconds, sample, processes, into)
+
+
+def _plain_summary(path, out_path, recs, rows, results, seconds, sample, processes, into) -> dict:
     per: dict[str, dict] = {}
     for r in rows:
         if r["row_kind"] == "task":
@@ -179,4 +185,4 @@ def plain_replay(path: str, out: str, *, processes: int = 1, invariants: bool = 
                    "sample": [g for _, g in sorted(repeated)][:sample], "by_recording": extra}
     return summarize(path, out_path, recs, per, by_check, findings[:sample], seconds,
                      engine=f"plain x{processes}", partitions=processes,
-                     task_seconds=[round(s, 2) for _, s in results], several=several)
+                     task_seconds=[round(s, 2) for _, s in results], several=several, into=into)

@@ -10,9 +10,10 @@ is reported; every row names its ``recording``), ``summary.json`` and ``summary.
 
 from __future__ import annotations
 
+import contextlib
 import json
-import shutil
 from pathlib import Path
+from typing import Iterator
 
 REPORT_FILES = ("findings.parquet", "summary.json", "summary.txt")
 TOTALS = ("units", "records", "inputs", "outputs", "instances", "skipped", "units_with_findings")
@@ -44,16 +45,26 @@ def report_dir(path: str, out: str) -> Path:
     return out_path
 
 
-def fresh_report_dir(out_path: Path) -> None:
-    if out_path.exists():
-        shutil.rmtree(out_path)
-    out_path.mkdir(parents=True)
+@contextlib.contextmanager
+def report_written(out_path: Path, into: Path | None = None) -> Iterator[Path]:
+    """The directory the report is written into: ``into`` when the caller holds its temporary
+    (the replay on Spark holds it until the session is stopped), else a temporary that replaces
+    ``out_path`` when the block ends normally and is removed when it raises
+    (``stopping.written``)."""
+    from groupcoord.adapters.replay.stopping import written
+
+    if into is not None:
+        yield Path(into)
+        return
+    with written(out_path, directory=True, stale=lambda name: name in REPORT_FILES) as tmp:
+        yield tmp
 
 
-def summarize(path, out_path: Path, recs, per: dict, by_check, first, seconds, several=None, **extra) -> dict:
+def summarize(path, out_path: Path, recs, per: dict, by_check, first, seconds, several=None, into=None,
+              **extra) -> dict:
     """``per``: totals by recording name. ``several``: groups replayed from more than one file
     although the manifest promises that none spans files (counted once in ``units``; the run
-    fails)."""
+    fails). The summary names ``out_path``; its files go to ``into`` (default ``out_path``)."""
     several = several or {}
     recordings = []
     for r in recs:
@@ -73,8 +84,9 @@ def summarize(path, out_path: Path, recs, per: dict, by_check, first, seconds, s
                "groups_in_several_files": several.get("groups", 0),
                "groups_in_several_files_sample": several.get("sample", []),
                "recordings": recordings, **extra}
-    (out_path / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    (out_path / "summary.txt").write_text(format_report(summary) + "\n")
+    into = Path(into) if into is not None else out_path
+    (into / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    (into / "summary.txt").write_text(format_report(summary) + "\n")
     return summary
 
 

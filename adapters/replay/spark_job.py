@@ -29,7 +29,7 @@ from groupcoord.adapters.replay.partition import (
     replay_batches,
     replay_files,
 )
-from groupcoord.adapters.replay.report import TOTALS, fresh_report_dir, report_dir, summarize
+from groupcoord.adapters.replay.report import TOTALS, report_dir, report_written, summarize
 
 if TYPE_CHECKING:
     from groupcoord.adapters.replay.spark_session import StageProgress
@@ -60,16 +60,23 @@ def default_partitions(spark) -> int:
 
 
 def spark_replay(spark, path: str, out: str, *, partitions: int | None = None, invariants: bool = True,
-                 sample: int = 20, recordings: list | None = None, progress: "StageProgress | None" = None) -> dict:
+                 sample: int = 20, recordings: list | None = None, progress: "StageProgress | None" = None,
+                 into=None) -> dict:
     """Replay ``path`` with ``spark``; write the report to ``out``; return the summary. Each
     recording (``trace_files.recordings``) is replayed with its own manifest: the files of
     instance-scoped recordings in one job (each file on its own), each group-scoped recording
-    in a job of its own."""
+    in a job of its own. The report goes to ``out`` whole (``report.report_written``; into
+    ``into`` when the caller holds the temporary: Spark's tasks must have stopped before a
+    stopped run's temporary is removed)."""
     recs = check_trace(path) if recordings is None else recordings
     out_path = report_dir(path, out)
+    with report_written(out_path, into) as into:
+        return _spark_replay_into(spark, path, out_path, into, recs, partitions, invariants, sample, progress)
+
+
+def _spark_replay_into(spark, path, out_path, into, recs, partitions, invariants, sample, progress) -> dict:
     n = partitions or default_partitions(spark)
-    findings_path = str(out_path / "findings.parquet")
-    fresh_report_dir(out_path)
+    findings_path = str(into / "findings.parquet")
     started = time.perf_counter()
     instance = [(k, r) for k, r in enumerate(recs) if r.scope == "instance"]
     options = [recording_options(r, invariants) for r in recs]
@@ -95,7 +102,8 @@ def spark_replay(spark, path: str, out: str, *, partitions: int | None = None, i
     seconds = time.perf_counter() - started
     doing("summing up the report")
     with _shuffle_partitions(spark, spark.sparkContext.defaultParallelism):  # a few rows: not 200 tasks
-        return _spark_summary(spark, path, out_path, recs, findings_path, seconds, whole_file_recordings, sample, n)
+        return _spark_summary(spark, path, out_path, recs, findings_path, seconds, whole_file_recordings, sample, n,
+                              into)
 
 
 @contextlib.contextmanager
@@ -112,7 +120,8 @@ def _shuffle_partitions(spark, n: int):
             spark.conf.set(key, old)
 
 
-def _spark_summary(spark, path, out_path, recs, findings_path, seconds, whole_file_recordings, sample, n) -> dict:
+def _spark_summary(spark, path, out_path, recs, findings_path, seconds, whole_file_recordings, sample, n,
+                   into) -> dict:
     from pyspark.sql import functions as F
 
     rows = spark.read.parquet(findings_path)
@@ -132,7 +141,7 @@ def _spark_summary(spark, path, out_path, recs, findings_path, seconds, whole_fi
             several = {"groups": repeated.count(), "extra_units": sum(extra.values()), "sample": names,
                        "by_recording": extra}
     return summarize(path, out_path, recs, per, by_check, first, seconds, engine=f"spark {spark.sparkContext.master}",
-                     partitions=n, several=several)
+                     partitions=n, several=several, into=into)
 
 
 def _spark_group_recording(spark, recording, options: dict, n: int, findings_path: str) -> bool:

@@ -6,8 +6,13 @@ stderr per long stage).
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+import signal
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -94,10 +99,54 @@ def spark_session(master: str | None = "local[*]", app: str = "groupcoord-replay
         builder = builder.config("spark.sql.shuffle.partitions", str(partitions))
     for k, v in extra.items():
         builder = builder.config(k, v)
+    held = threading.current_thread() is threading.main_thread()
+    ctrl_c = signal.getsignal(signal.SIGINT) if held else None
     spark = builder.getOrCreate()
+    if held and ctrl_c is not None:
+        # pyspark takes Ctrl-C over (to cancel the jobs, re-entering py4j mid-call, which then
+        # logs tracebacks): it stays the command's; stop_session cancels them on the way out
+        signal.signal(signal.SIGINT, ctrl_c)
+    logging.getLogger().addFilter(interrupt_not_news)
     if not verbose:
         spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def interrupt_not_news(record: logging.LogRecord) -> bool:
+    """A logging filter: py4j logs, on the root logger, the ``KeyboardInterrupt`` that stops a
+    command while it waits for the JVM; the command's one line says it already."""
+    exc = record.exc_info[1] if record.exc_info else None
+    return not (isinstance(exc, KeyboardInterrupt) or isinstance(getattr(exc, "__context__", None), KeyboardInterrupt))
+
+
+def stop_session(spark, abandoned: bool = False, wait_s: float = 15.0) -> None:
+    """Stop ``spark``. ``abandoned`` (the command is being stopped, or failed): its running
+    jobs are cancelled without Spark's log of the tasks it kills, and the JVM this process
+    started is ended and waited for, so that no task writes on and nothing Spark prints comes
+    after the command's last line (a JVM spark-submit started is left to spark-submit)."""
+    if not abandoned:
+        spark.stop()
+        return
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    with contextlib.suppress(Exception):  # py4j's errors: the JVM already gone
+        spark.sparkContext.setLogLevel("OFF")
+        spark.sparkContext.cancelAllJobs()
+    with contextlib.suppress(Exception):
+        spark.stop()
+    proc = getattr(gateway, "proc", None)  # None under spark-submit
+    if proc is None:
+        return
+    with contextlib.suppress(Exception):
+        gateway.shutdown()
+    with contextlib.suppress(OSError):
+        proc.stdin.close()  # the gateway JVM exits when its stdin closes
+    try:
+        proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 class StageProgress:
@@ -109,8 +158,6 @@ class StageProgress:
 
     def __init__(self, tracker, out=None, after: float = 2.0, poll: float = 0.5, clock=time.monotonic,
                  enabled: bool | None = None) -> None:
-        import threading
-
         self.tracker, self.out = tracker, out or sys.stderr
         self.after, self.poll, self.clock, self.enabled = after, poll, clock, enabled
         self.what = ""

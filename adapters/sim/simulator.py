@@ -23,6 +23,7 @@ from pathlib import Path
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.adapters.replay.records import TraceColumns
 from groupcoord.adapters.replay.progress import Progress
+from groupcoord.adapters.replay.stopping import quiet_worker, written
 from groupcoord.adapters.sim.report import summarize
 from groupcoord.adapters.sim.workload import GroupSpec, simulate_group
 
@@ -50,15 +51,22 @@ def simulate(out: str | os.PathLike, *, groups: int, members: int, seed: int, du
              incidents_per_min: float = 2.0, fmt: str = "parquet", groups_per_file: int | None = None,
              jobs: int = 1, config: CoordinatorConfig = SIM_CONFIG, progress: bool | None = None) -> dict:
     """Simulate ``groups`` groups into the trace directory ``out``; returns the summary."""
-    from groupcoord.adapters.replay.trace_files import write_manifest
-
     _check_sizes(groups=groups, members=members, duration_ms=duration_ms, jobs=jobs)
     if not incidents_per_min >= 0:
         raise ValueError(f"incidents_per_min must be at least 0, not {incidents_per_min}")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("part-*"):
-        old.unlink()
+    # written whole or not at all: into a temporary beside it, renamed at the end (the old part files go)
+    with written(out, directory=True, stale=lambda name: name.startswith("part-")) as into:
+        return _simulate_into(into, out, groups=groups, members=members, seed=seed, duration_ms=duration_ms,
+                              incidents_per_min=incidents_per_min, fmt=fmt, groups_per_file=groups_per_file,
+                              jobs=jobs, config=config, progress=progress)
+
+
+def _simulate_into(into: Path, out: Path, *, groups: int, members: int, seed: int, duration_ms: int,
+                   incidents_per_min: float, fmt: str, groups_per_file: int | None, jobs: int,
+                   config: CoordinatorConfig, progress: bool | None) -> dict:
+    from groupcoord.adapters.replay.trace_files import write_manifest
+
     suffix = {"parquet": ".parquet", "jsonl": ".jsonl"}[fmt]
     if groups_per_file is None:
         groups_per_file = max(1, min(5000, -(-groups // max(1, 4 * jobs))))
@@ -66,7 +74,7 @@ def simulate(out: str | os.PathLike, *, groups: int, members: int, seed: int, du
     tasks = []
     for n, start in enumerate(range(0, groups, groups_per_file)):
         indexes = list(range(start, min(groups, start + groups_per_file)))
-        tasks.append((str(out / f"part-{n:05d}{suffix}"), indexes, seed, members, duration_ms, incidents_per_min,
+        tasks.append((str(into / f"part-{n:05d}{suffix}"), indexes, seed, members, duration_ms, incidents_per_min,
                       config_kafka))
     bar = Progress("simulate", total=groups, unit="groups", enabled=progress)
     started = time.perf_counter()
@@ -75,7 +83,7 @@ def simulate(out: str | os.PathLike, *, groups: int, members: int, seed: int, du
     if jobs > 1 and len(tasks) > 1:
         import multiprocessing as mp
 
-        with mp.get_context("fork").Pool(jobs) as pool:
+        with mp.get_context("fork").Pool(jobs, initializer=quiet_worker) as pool:
             for path, info, stats in pool.imap(_simulate_file, tasks):
                 per_group += stats
                 records += info["records"]
@@ -88,13 +96,13 @@ def simulate(out: str | os.PathLike, *, groups: int, members: int, seed: int, du
             bar.advance(len(stats))
     bar.done()
     elapsed = time.perf_counter() - started
-    write_manifest(out, scope="group", outputs=True, config=config, groups_span_files=False,
+    write_manifest(into, scope="group", outputs=True, config=config, groups_span_files=False,
                    generator={"command": "simulate", "groups": groups, "members": members, "seed": seed,
                               "duration_ms": duration_ms, "incidents_per_min": incidents_per_min})
     summary = summarize(per_group)
     summary.update({"groups": groups, "records": records, "files": len(tasks), "seed": seed,
                     "seconds": round(elapsed, 2), "trace": str(out)})
-    (out / SUMMARY).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    (into / SUMMARY).write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return summary
 
 

@@ -1,0 +1,57 @@
+"""How every command stops on Ctrl-C (SIGINT) and SIGTERM: one line on stderr,
+``groupcoord <command>: interrupted``, and exit status 130 (143 for SIGTERM), with nothing
+half-written left and no process of its own still running.
+
+``take_signals`` (``main`` calls it first) makes SIGTERM end a command as Ctrl-C does: as a
+``KeyboardInterrupt`` (``Interrupted``, naming the signal), which unwinds the command, so each
+of its blocks stops what it started on the way out (a pool is terminated, TLC's Java process
+killed by ``subprocess.run``, the Spark session stopped: ``replay.spark_session``) and a result
+being written is removed (``replay.stopping.written``). ``main`` catches it and calls
+``interrupted``, which sweeps what a second signal may have left and prints the line.
+``serve`` and ``record``, whose normal end is a signal, stop cleanly on their own and end with
+the same ``interrupted``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+
+from groupcoord.adapters.replay.stopping import STOP_SIGNALS, remove_unfinished
+
+
+class Interrupted(KeyboardInterrupt):
+    """The KeyboardInterrupt a stop signal becomes; ``signum`` names the signal."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _interrupt(signum: int, _frame) -> None:
+    raise Interrupted(signum)
+
+
+def take_signals() -> None:
+    """SIGINT and SIGTERM raise ``Interrupted`` in the main thread (a signal that was ignored
+    when the command started, as under ``nohup``, stays ignored)."""
+    for sig in STOP_SIGNALS:
+        if signal.getsignal(sig) is not signal.SIG_IGN:
+            signal.signal(sig, _interrupt)
+
+
+def signal_of(e: KeyboardInterrupt) -> int:
+    """The signal behind a KeyboardInterrupt (SIGINT unless ``Interrupted`` says otherwise)."""
+    return getattr(e, "signum", signal.SIGINT)
+
+
+def interrupted(prog: str, signum: int) -> int:
+    """The end of a stopped command: leftovers swept, the one line, 128 + the signal."""
+    for sig in STOP_SIGNALS:  # the stop is under way: the same request again changes nothing
+        signal.signal(sig, signal.SIG_IGN)
+    remove_unfinished()
+    with contextlib.suppress(OSError, ValueError):  # a reader gone, or stdout closed
+        sys.stdout.flush()
+    print(f"{prog}: interrupted", file=sys.stderr, flush=True)
+    return 128 + int(signum)
