@@ -6,7 +6,6 @@ first only); 2: bad input or a broker that cannot be reached; 3: the checker cou
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import time
@@ -14,9 +13,10 @@ from pathlib import Path
 
 from groupcoord.adapters.cli import parsing
 from groupcoord.adapters.cli.parsing import fail
-from groupcoord.adapters.cli.verify import add_known_flag, config_from_args, read_known_flag
+from groupcoord.adapters.cli.verify import (add_kafka_setting_flags, add_known_flag, config_from_args,
+                                            read_known_flag)
 from groupcoord.adapters.replay import progress
-from groupcoord.core.config import KAFKA_NAMES, ConfigError
+from groupcoord.core.config import ConfigError
 
 DEFAULT_TOPIC = "groupcoord-probe"
 DEFAULT_PARTITIONS = 3  # a topic probe creates with CreateTopics (auto-creation: the broker's count)
@@ -59,8 +59,7 @@ def add_probe_command(sub) -> None:
                        help="stop at the first divergence")
     add_known_flag(p)
     progress.add_flag(p)
-    for name in sorted(KAFKA_NAMES):
-        p.add_argument("--" + name, dest="kafka:" + name, metavar="VALUE", default=None, help=argparse.SUPPRESS)
+    add_kafka_setting_flags(p)
 
 
 def run_probe(args) -> int:

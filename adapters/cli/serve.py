@@ -35,7 +35,8 @@ DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 def add_server_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="run the coordinator as a Kafka-protocol server",
                        description="Serve Kafka's group coordinator APIs on a TCP port. Broker settings go by "
-                                   "their Kafka names, from flags or a properties file (flags win).")
+                                   "their Kafka names, from flags (--<kafka.setting> VALUE, the ones listed "
+                                   "below) or a properties file (flags win).")
     p.add_argument("--host", type=parsing.host, default=None, help="address to bind (default 127.0.0.1)")
     p.add_argument("--port", type=parsing.port, default=None, help="port to bind (default 9092; 0 picks a free one)")
     p.add_argument("--topic", action="append", default=[], metavar="NAME=PARTITIONS",

@@ -41,9 +41,19 @@ def add_verify_command(sub) -> None:
                         "every distinct divergence of every group, each by its signature")
     add_known_flag(p)
     progress.add_flag(p)
+    add_kafka_setting_flags(p)
+
+
+def add_kafka_setting_flags(p) -> None:
+    """``--<kafka.setting> VALUE`` for each broker group setting the checker judges by (verify
+    and probe), shown in --help as one line that names them all."""
+    g = p.add_argument_group(
+        "the broker's group settings",
+        "--<kafka.setting> VALUE: any broker group setting by its Kafka name, as the broker has it (the "
+        "answers are judged by them; --config FILE gives them as a properties file, flags win): "
+        + ", ".join(sorted(KAFKA_NAMES)))
     for name in sorted(KAFKA_NAMES):
-        p.add_argument("--" + name, dest="kafka:" + name, metavar="VALUE", default=None,
-                       help=argparse.SUPPRESS)
+        g.add_argument("--" + name, dest="kafka:" + name, metavar="VALUE", default=None, help=argparse.SUPPRESS)
 
 
 def run_verify(args) -> int:
