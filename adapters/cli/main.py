@@ -22,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def hypothesis_cache_out_of_the_working_directory() -> None:
-    """kio imports hypothesis when it is installed (the tla and test extras bring it), and that
+    """kio imports hypothesis when it is installed (groupcoord depends on it), and that
     import writes a Unicode table under ``./.hypothesis/``, in whatever directory the command
     runs in. Point hypothesis at the user's cache instead (before kio is imported)."""
     if "kio" in sys.modules or importlib.util.find_spec("hypothesis") is None:
