@@ -16,7 +16,7 @@ import socket
 import sys
 from pathlib import Path
 
-from groupcoord.adapters.cli import parsing
+from groupcoord.adapters.cli import parsing, stopping
 from groupcoord.adapters.cli.extras import needs
 from groupcoord.adapters.cli.parsing import fail
 
@@ -92,19 +92,21 @@ def _from_capture(args: argparse.Namespace) -> int:
     import time
 
     from groupcoord.adapters.observe.pcap import CaptureError, CaptureReader
-    from groupcoord.adapters.observe.trace import FORMAT, ObservedWriter, write_meta
+    from groupcoord.adapters.observe.trace import FORMAT, JOURNAL, JSONL, META, PARQUET, ObservedWriter, write_meta
+    from groupcoord.adapters.replay.stopping import written
 
     reader = CaptureReader(args.pcap, args.port)
     try:
         records = reader.records()
     except CaptureError as e:
         return fail(args.prog, str(e))
-    try:
-        writer = ObservedWriter(args.out, args.format)
-        for r in records:
-            writer.write(r)
-        writer.close()
-        write_meta(args.out, {"format": FORMAT, "pcap": str(args.pcap), "port": args.port,
+    try:  # the recording whole or not at all (an older one there is replaced)
+        with written(args.out, directory=True, stale=lambda name: name in (JSONL, PARQUET, JOURNAL, META)) as into:
+            writer = ObservedWriter(into, args.format)
+            for r in records:
+                writer.write(r)
+            writer.close()
+            write_meta(into, {"format": FORMAT, "pcap": str(args.pcap), "port": args.port,
                               "started_us": time.time_ns() // 1000, "connections": len(reader.connections),
                               "passed_through": reader.passed_through, "undecoded": reader.undecoded_,
                               "problems": reader.problems})
@@ -123,8 +125,14 @@ async def _record(args: argparse.Namespace) -> int:
 
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    received: list[signal.Signals] = []
+
+    def on_signal(sig: signal.Signals) -> None:
+        received.append(sig)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal, sig)
     writer: ObservedWriter | None = None
     lost: list[str] = []  # a write that failed: the recording stops, exit 1
 
@@ -160,4 +168,5 @@ async def _record(args: argparse.Namespace) -> int:
         print(f"{args.prog}: error: {lost[0]}; stopped", file=sys.stderr, flush=True)
         return 1
     print(f"stopped: {writer.count} records in {args.out}", file=sys.stderr, flush=True)
-    return 0
+    # what was recorded is whole (each record a flushed line); then the line every stopped command ends with
+    return stopping.interrupted(args.prog, received[0]) if received else 0

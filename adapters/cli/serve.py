@@ -21,7 +21,7 @@ from groupcoord.core.config import ConfigError
 
 from groupcoord.adapters.storage.interface import StorageOpenError
 
-from groupcoord.adapters.cli import parsing
+from groupcoord.adapters.cli import parsing, stopping
 from groupcoord.adapters.cli.parsing import Parser, fail
 
 from groupcoord.adapters.wire.settings import KNOWN_NAMES, read_settings
@@ -334,14 +334,13 @@ def run_serve(args: argparse.Namespace) -> int:
         # Handlers go in before start() logs "listening": a signal right after that line must
         # stop the server cleanly, not kill it. One that comes while starting waits for the start.
         loop = asyncio.get_running_loop()
-        early: list[str] = []
+        received: list[signal.Signals] = []
         started = False
 
         def on_signal(sig: signal.Signals) -> None:
+            received.append(sig)
             if started:
                 loop.create_task(server.shutdown(reason=sig.name))
-            else:
-                early.append(sig.name)
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, on_signal, sig)
@@ -356,15 +355,16 @@ def run_serve(args: argparse.Namespace) -> int:
         from groupcoord.adapters.wire.collector import settle_collector
 
         settle_collector()  # what the start made lives as long as the server: out of the collector's way
-        if early:
-            loop.create_task(server.shutdown(reason=early[0]))
+        if received:
+            loop.create_task(server.shutdown(reason=received[0].name))
         await server.wait_stopped()
-        return 0
+        # stopped by a signal, cleanly: then the one line every stopped command ends with
+        return stopping.interrupted(prog, received[0]) if received else 0
 
     try:
         return asyncio.run(main())
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as e:
+        return stopping.interrupted(prog, stopping.signal_of(e))
 
 
 def _os_error_event(e: OSError, args: argparse.Namespace, server: Any = None) -> tuple:

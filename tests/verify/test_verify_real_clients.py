@@ -34,8 +34,8 @@ def recording(tmp_path_factory):
     finally:
         for w in workers:
             w.stop()
-        assert recorder.stop() == 0, recorder.log()
-        assert server.stop() == 0, server.log_text()
+        assert recorder.stop() == 143, recorder.log()
+        assert server.stop() == 143, server.log_text()
     return out
 
 
