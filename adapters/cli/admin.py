@@ -326,6 +326,8 @@ def run_admin(args: argparse.Namespace) -> int:
 
     try:
         return asyncio.run(main())
+    except kafka_client.BootstrapUnreachable as e:  # nothing to ask: bad input, as a bad address is
+        return fail(getattr(args, "prog", f"groupcoord {args.command}"), e)
     except (kafka_client.KafkaError, OSError, asyncio.TimeoutError, ValueError) as e:
         _error(args, e or type(e).__name__)
         return 1

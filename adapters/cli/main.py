@@ -9,7 +9,7 @@ from pathlib import Path
 
 from groupcoord.adapters.cli import parsing, stopping
 from groupcoord.adapters.cli.extras import missing_from
-from groupcoord.adapters.cli.parsing import Parser, fail
+from groupcoord.adapters.cli.parsing import Parser, fail, output_problem
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,6 +246,15 @@ def _run(args) -> int:
     return 2
 
 
+def _json_object(path) -> bool:
+    import json
+
+    try:
+        return isinstance(json.loads(path.read_text(encoding="utf-8")), dict)
+    except (OSError, ValueError):
+        return False
+
+
 def _scenario(args) -> int:
     from pathlib import Path
 
@@ -255,11 +264,18 @@ def _scenario(args) -> int:
     if absent:
         return fail(args.prog, f"{absent[0]}: no such file or directory")
     files = scenario_files(args.paths)
+    given = [p for p in map(Path, args.paths) if p.is_file()]
+    wrong = next((p for p in given if p.suffix != ".json" or not _json_object(p)), None)
+    if wrong is not None:
+        return fail(args.prog, f"{wrong}: expected a scenario (a JSON object, spec/conformance/FORMAT.md)")
     if not files:
         return fail(args.prog, f"no scenario files (*.json) in {', '.join(args.paths)}")
     if args.trace:
         if len({f.stem for f in files}) < len(files):
             return fail(args.prog, "--trace: two scenarios share a file name; run them separately")
+        problem = output_problem("--trace", args.trace, "dir")
+        if problem:
+            return fail(args.prog, problem)
         try:
             Path(args.trace).mkdir(parents=True, exist_ok=True)
         except OSError as e:

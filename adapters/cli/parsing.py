@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
+from pathlib import Path
 
 # The states ListGroups filters on (classic and consumer groups), as Kafka spells them.
 GROUP_STATES = ("Stable", "PreparingRebalance", "CompletingRebalance", "Empty", "Dead", "Assigning",
@@ -65,6 +67,37 @@ class Parser(argparse.ArgumentParser):
 
     def _subcommands(self):
         return next((a for a in self._actions if isinstance(a, argparse._SubParsersAction)), None)
+
+
+# ------------------------------------------------------------------ output paths
+
+
+def output_problem(flag: str, path: str, kind: str = "dir") -> str | None:
+    """Why ``path`` (given with ``flag``) cannot be written, or None; looked at, never created.
+    ``kind`` is what the command writes there: ``dir`` (a directory, created with its missing
+    parents: what is there must be a directory, the nearest existing ancestor a writable
+    directory) or ``file`` (a file created or replaced, or appended to, in a directory that
+    must exist: not a directory itself)."""
+    target = Path(path).absolute()
+    if kind == "file":
+        if target.is_dir():
+            return f"{flag} {path}: is a directory, expected a file"
+        if target.exists():
+            return None if os.access(target, os.W_OK) else f"{flag} {path}: not writable"
+        if not target.parent.exists():
+            return f"{flag} {path}: no such directory: {target.parent}"
+        existing = target.parent
+    else:
+        existing = next((p for p in (target, *target.parents) if p.exists()), None)
+        if existing is None:
+            return None
+        if existing == target and not existing.is_dir():
+            return f"{flag} {path}: exists and is not a directory"
+    if not existing.is_dir():
+        return f"{flag} {path}: {existing} is not a directory"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{flag} {path}: {existing} is not writable"
+    return None
 
 
 # ------------------------------------------------------------------ value types

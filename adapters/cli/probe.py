@@ -71,6 +71,9 @@ def run_probe(args) -> int:
         return fail(prog, str(e))
     from groupcoord.adapters.replay.progress import Progress
     from groupcoord.adapters.verify.run import findings_text
+    problem = parsing.output_problem("--out", args.out, "dir")
+    if problem:
+        return fail(prog, problem)
     from groupcoord.testing.probe import probe_all
     from groupcoord.testing.systems import Unreachable
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import socket
 import sys
@@ -57,15 +56,7 @@ def add_record_command(sub: argparse._SubParsersAction) -> None:
 
 def out_problem(out: str) -> str | None:
     """Why ``--out`` cannot be a directory written to (checked without creating it)."""
-    target = Path(out).absolute()
-    existing = next((p for p in (target, *target.parents) if p.exists()), None)
-    if existing is None:
-        return None
-    if not existing.is_dir():
-        return f"--out {out}: {existing} is not a directory"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"--out {out}: {existing} is not writable"
-    return None
+    return parsing.output_problem("--out", out, "dir")
 
 
 def upstream_problem(host: str, port: int) -> str | None:

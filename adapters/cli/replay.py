@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from groupcoord.adapters.cli.extras import java_missing, missing_from, needs
-from groupcoord.adapters.cli.parsing import Parser, fail, number, one_of
+from groupcoord.adapters.cli.parsing import Parser, fail, number, one_of, output_problem
 from groupcoord.adapters.replay import progress
 
 COMMANDS = ("simulate", "timeline", "replay", "inject-faults")
@@ -121,11 +121,24 @@ def _missing_before_start(args) -> str | None:
     return None
 
 
+def _bad_before_start(args) -> str | None:
+    """What is wrong with the command's outputs or its Spark master, found before it starts."""
+    if args.command in ("simulate", "inject-faults", "timeline") or getattr(args, "out", None):
+        problem = output_problem("--out", args.out, "file" if args.command == "timeline" else "dir")
+        if problem:
+            return problem
+    if args.command == "replay" and args.engine == "spark":
+        from groupcoord.adapters.replay.spark_session import master_problem
+
+        return master_problem(args.master)
+    return None
+
+
 def run_replay_command(args) -> int:
     from groupcoord.adapters.replay.trace_files import TraceError
 
     prog = getattr(args, "prog", f"groupcoord {args.command}")
-    problem = _missing_before_start(args)
+    problem = _missing_before_start(args) or _bad_before_start(args)
     if problem:
         return fail(prog, problem)
     try:
@@ -139,7 +152,10 @@ def run_replay_command(args) -> int:
             print(format_summary(summary))
             return 0
         if args.command == "timeline":
+            from groupcoord.adapters.replay.partition import check_trace
             from groupcoord.adapters.replay.timeline import render_timeline
+
+            check_trace(args.trace)  # the wrong kind of file named, before anything is read or drawn
 
             path = render_timeline(args.trace, args.group, args.out)
             print(f"wrote {path}")

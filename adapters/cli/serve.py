@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import signal
 import sys
 from pathlib import Path
@@ -203,31 +202,11 @@ class StartError(ConfigError):
         self.event, self.fields = event, fields
 
 
-def _check_writable(path: str, flag: str) -> None:
-    """``path`` can be created: its nearest existing ancestor is a writable directory."""
-    target = Path(path).absolute()
-    existing = next((p for p in (target, *target.parents) if p.exists()), None)
-    if existing is None:
-        return
-    if existing != target and not existing.is_dir():
-        raise StartError("cannot_write", f"{flag} {path}: {existing} is not a directory", path=path)
-    if existing.is_dir() and not os.access(existing, os.W_OK | os.X_OK):
-        raise StartError("cannot_write", f"{flag} {path}: {existing} is not writable", path=path)
-
-
-def _check_appendable(path: str, flag: str) -> None:
-    """``path`` is a file that can be appended to, or can be created in an existing folder."""
-    target = Path(path).absolute()
-    if target.is_dir():
-        raise StartError("cannot_write", f"{flag} {path}: is a directory", path=path)
-    if target.exists():
-        if not os.access(target, os.W_OK):
-            raise StartError("cannot_write", f"{flag} {path}: not writable", path=path)
-        return
-    if not target.parent.is_dir():
-        raise StartError("cannot_write", f"{flag} {path}: no such directory: {target.parent}", path=path)
-    if not os.access(target.parent, os.W_OK | os.X_OK):
-        raise StartError("cannot_write", f"{flag} {path}: {target.parent} is not writable", path=path)
+def _check_writable(path: str, flag: str, kind: str) -> None:
+    """``path`` can be written as ``kind`` (parsing.output_problem), else StartError."""
+    problem = parsing.output_problem(flag, path, kind)
+    if problem:
+        raise StartError("cannot_write", problem, path=path)
 
 
 def build_server(args: argparse.Namespace, log: Any) -> "Any":
@@ -266,9 +245,11 @@ def build_server(args: argparse.Namespace, log: Any) -> "Any":
     if args.storage == "broker" and not args.bootstrap_server:
         raise ConfigError("--storage broker needs --bootstrap-server HOST:PORT")
     if args.trace:
-        _check_writable(args.trace, "--trace")
+        from groupcoord.adapters.replay.trace_files import SUFFIXES
+
+        _check_writable(args.trace, "--trace", "file" if Path(args.trace).suffix in SUFFIXES else "dir")
     if args.kafka_log:
-        _check_appendable(args.kafka_log, "--kafka-log")
+        _check_writable(args.kafka_log, "--kafka-log", "file")
     problem = listen_problem(host, port)  # before a store is opened: a refusal writes nothing
     if problem:
         raise StartError("cannot_listen", problem, host=host, port=port)

@@ -460,6 +460,9 @@ def run_validate(path: str, group_id: str | None = None, out=print, prog: str = 
     if not Path(path).exists():
         return fail(prog, f"{path}: no such file or directory")
     try:
+        from groupcoord.adapters.replay.partition import check_trace
+
+        check_trace(path)  # the wrong kind of file named, before anything is read
         units = trace_sources.file_traces(path, group_id)
     except (TraceError, ValueError) as e:
         return fail(prog, e)

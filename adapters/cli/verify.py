@@ -89,6 +89,15 @@ def run_verify(args) -> int:
         known = read_known_flag(args)
     except ValueError as e:
         return fail(prog, str(e))
+    from groupcoord.adapters.cli.parsing import output_problem
+
+    problem = _not_a_recording(Path(args.trace)) or (args.out and output_problem("--out", args.out, "dir"))
+    if not problem and args.engine == "spark":
+        from groupcoord.adapters.replay.spark_session import master_problem
+
+        problem = master_problem(args.master)
+    if problem:
+        return fail(prog, problem)
     search = Settings(config=config, timer_tolerance_ms=args.timer_tolerance_ms, budget=args.budget)
     try:
         code, text = run.run(args.trace, search, engine=args.engine, master=args.master, report=args.out,
@@ -99,6 +108,18 @@ def run_verify(args) -> int:
         return fail(prog, f"{e.filename or args.out}: {e.strerror or e}")
     print(text, end="")
     return code
+
+
+def _not_a_recording(path) -> str | None:
+    """Why ``path`` is not what ``groupcoord record`` writes (its directory, or the trace file in
+    it), said naming ``path``; looked at by name only, the reader judges the content."""
+    from groupcoord.adapters.observe.trace import JOURNAL, JSONL, PARQUET
+
+    names = (PARQUET, JSONL, JOURNAL)
+    expected = f"expected a recording of groupcoord record (a directory with {', '.join(names)}, or that file)"
+    if path.is_dir():
+        return None if any((path / n).exists() for n in names) else f"{path}: {expected}"
+    return None if path.name in names else f"{path}: {expected}"
 
 
 def add_known_flag(p) -> None:

@@ -31,6 +31,10 @@ class KafkaError(Exception):
         self.code = code
 
 
+class BootstrapUnreachable(KafkaError):
+    """No bootstrap server took a connection."""
+
+
 def error_name(code: int) -> str:
     from groupcoord.core.errors import Error
     try:
@@ -208,7 +212,7 @@ class Cluster:
                 return await self.connection(host, port)
             except (OSError, asyncio.TimeoutError, KafkaError) as e:
                 last = e
-        raise KafkaError(f"cannot reach any bootstrap server {self.bootstrap}: {last}")
+        raise BootstrapUnreachable(f"cannot reach any bootstrap server {self.bootstrap}: {last}")
 
     async def metadata(self, topics: list[str] | None = None, auto_create: bool = False) -> dict:
         """``auto_create``: the broker may create the topics asked for, where its settings allow

@@ -224,4 +224,6 @@ def check_trace(path: str) -> list:
                 raise trace_io.TraceError(f"{f}: cannot read the file")
             if trace_io.file_format(f) == "parquet":
                 trace_io.check_parquet_file(f)
+            else:
+                trace_io.check_jsonl_head(f)
     return recs

@@ -66,6 +66,48 @@ def _quiet_jvm(jvm) -> bool:
         return False
 
 
+# A remote master is tried with a TCP connection this long before any session is made: an
+# unreachable one is one line in seconds, not a minute of the JVM's retries and stack traces.
+MASTER_REACH_TIMEOUT_S = 3.0
+
+_MASTER_FORMS = "local, local[N], local[*], local[N,F], local-cluster[N,C,M], spark://HOST:PORT[,HOST:PORT...], " \
+                "yarn, k8s://URL, mesos://HOST:PORT"
+
+
+def master_problem(master: str | None, timeout_s: float = MASTER_REACH_TIMEOUT_S) -> str | None:
+    """Why Spark master URL ``master`` cannot be used (malformed, or a remote master that takes
+    no TCP connection within ``timeout_s``), or None. None (spark-submit's own) and ``yarn``
+    are left to Spark. Checked before any session is created."""
+    import re
+    import socket
+
+    if master is None or master in ("local", "yarn"):
+        return None
+    if re.fullmatch(r"local\[(\*|[1-9]\d*)(,[1-9]\d*)?\]", master) \
+            or re.fullmatch(r"local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]", master):
+        return None
+    scheme, sep, rest = master.partition("://")
+    if scheme == "k8s" and sep:
+        scheme, sep, rest = rest.partition("://") if "://" in rest else ("https", "://", rest)
+    addresses = []
+    for part in rest.split(",") if sep and scheme in ("spark", "mesos", "https", "http") else []:
+        host, colon, port = part.strip().rstrip("/").rpartition(":")
+        host = host.strip("[]")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+            addresses = []
+            break
+        addresses.append((host, int(port)))
+    if not addresses:
+        return f"--master: expected a Spark master ({_MASTER_FORMS}), got {master!r}"
+    for host, port in addresses:
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return None  # one reachable master of a standby list is enough
+        except OSError as e:
+            why = f"no answer within {timeout_s:g} s" if isinstance(e, TimeoutError) else (e.strerror or str(e))
+    return f"--master {master}: cannot reach the Spark master: {why}"
+
+
 def spark_session(master: str | None = "local[*]", app: str = "groupcoord-replay", partitions: int | None = None,
                   extra: dict | None = None, verbose: bool = False):
     """A SparkSession set up for replay (the Python workers run this interpreter). ``master``

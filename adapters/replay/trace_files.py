@@ -151,6 +151,34 @@ def trace_files(path: str | os.PathLike) -> list[Path]:
     return files
 
 
+EXPECTED_TRACE = "expected a coordinator trace (spec/trace-format.md: what simulate, scenario --trace and serve " \
+                 "--trace write)"
+
+
+def check_jsonl_head(path: str | os.PathLike) -> None:
+    """The first record of a JSON Lines trace file is a trace record, else TraceError naming
+    the file and what was expected (a recording of ``groupcoord record``, read by ``groupcoord
+    verify``, is told apart); one line read, so it can run before anything starts."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for n, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            if not line.endswith("\n"):
+                return  # a torn last line: the readers say so
+            try:
+                trace.parse_record(line, f"{path}:{n}")
+            except TraceError as e:
+                try:
+                    head = json.loads(line)
+                except ValueError:
+                    head = None
+                if isinstance(head, dict) and {"api", "recv_us", "request"} <= set(head):
+                    raise TraceError(f"{path}: {EXPECTED_TRACE}; this is a recording of groupcoord record, "
+                                     f"which groupcoord verify reads") from None
+                raise TraceError(f"{path}: {EXPECTED_TRACE}; line {n}: {str(e).split(': ', 1)[-1]}") from None
+            return
+
+
 def _walk_error(e: OSError) -> None:
     raise TraceError(f"{e.filename}: cannot read the directory: {e.strerror}")
 

@@ -78,7 +78,8 @@ ROWS = [
     (["scenario"], "the following arguments are required: FILE_OR_DIR"),
     (["scenario", "{inputs}/missing.json"], "{inputs}/missing.json: no such file or directory"),
     (["scenario", "{inputs}/empty"], "no scenario files (*.json) in {inputs}/empty"),
-    (["scenario", str(ROOT / "tests" / "scenarios"), "--trace", "{inputs}/afile"], "--trace: cannot use"),
+    (["scenario", str(ROOT / "tests" / "scenarios"), "--trace", "{inputs}/afile"],
+     "--trace {inputs}/afile: exists and is not a directory"),
     (["demo", "--members", "1"], "argument --members: expected a whole number of at least 2, got '1'"),
     (["demo", "--members", "three"], "argument --members: expected a whole number"),
     (["demo", "--partitions", "0"], "argument --partitions: expected a whole number of at least 1"),
@@ -116,7 +117,7 @@ ROWS = [
     (["record", "--upstream", "127.0.0.1:{busy}", "--out", "o", "--format", "csv"],
      "argument --format: invalid choice: 'csv'"),
     (["record", "--upstream", "127.0.0.1:{busy}", "--out", "{inputs}/afile"], "--out {inputs}/afile: "
-     "{inputs}/afile is not a directory"),
+     "exists and is not a directory"),
     (["record", "--upstream", "127.0.0.1:{busy}", "--out", "{inputs}/afile/o"], "{inputs}/afile is not a directory"),
     (["record", "--upstream", "127.0.0.1:1", "--out", "o"], "cannot reach the upstream 127.0.0.1:1: Connection refused"),
     (["record", "--upstream", "127.0.0.1:{busy}", "--listen", "127.0.0.1:{busy}", "--out", "o"],

@@ -225,7 +225,7 @@ def test_admin_commands_list_describe_reset_delete(server):
 
 def test_admin_commands_report_an_unreachable_broker():
     out = cli("groups", "list", "--bootstrap-server", "127.0.0.1:1", "--timeout", "2")
-    assert out.returncode == 1 and out.stderr.startswith("groupcoord groups list: error: cannot reach")
+    assert out.returncode == 2 and out.stderr.startswith("groupcoord groups list: error: cannot reach")
 
 
 def test_the_groupcoord_command_has_the_server_commands():
