@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from groupcoord.adapters.observe.pairing import (MalformedFrame, Pending, correlation_id_of, decode_response,
                                                  note_request, pair_record)
 from groupcoord.adapters.observe.rewrite import REWRITTEN, Advertise, rewrite
+from groupcoord.adapters.observe.trace import undecodable_text
 from groupcoord.adapters.protocol import codec
 
 MAX_REQUEST_BYTES = 104_857_600  # Kafka's socket.request.max.bytes: a larger (or negative) size is malformed
@@ -123,7 +124,8 @@ class Link:
             client.write(out)
             await client.drain()
             if pending is not None and pending.request is not None:
-                self._write(correlation_id, pending, now_us(), response)
+                self._write(correlation_id, pending, now_us(), response,
+                            undecodable=undecodable_text(frame) if response is None else None)
 
     async def _decoded(self, pending: Pending, correlation_id: int, frame: bytes, out: bytes) -> tuple[bytes, Any]:
         """(the frame for the client, the response's fields or None): rewritten when it names brokers."""
@@ -138,9 +140,9 @@ class Link:
         return out, fields
 
     def _write(self, correlation_id: int, pending: Pending, send_us: int | None, response: dict | None,
-               open_until_us: int | None = None) -> None:
+               open_until_us: int | None = None, undecodable: str | None = None) -> None:
         self.hub.record(pair_record(self.number, self.broker, correlation_id, pending, send_us, response,
-                                    open_until_us))
+                                    open_until_us, undecodable))
 
     def _abandon(self) -> None:
         """Requests that got no response (the connection closed, or the proxy stopped)."""

@@ -65,6 +65,7 @@ def correlation_id_of(frame: bytes) -> int:
 
 
 def pair_record(conn: int, broker: int, correlation_id: int, pending: Pending, send_us: int | None,
-                response: dict | None, open_until_us: int | None = None) -> dict:
+                response: dict | None, open_until_us: int | None = None, undecodable: str | None = None) -> dict:
     return observed(conn, broker, pending.recv_us, send_us, RECORDED[pending.api_key], pending.api_key,
-                    pending.version, correlation_id, pending.client_id, pending.request, response, open_until_us)
+                    pending.version, correlation_id, pending.client_id, pending.request, response, open_until_us,
+                    undecodable)

@@ -17,6 +17,7 @@ SCHEMA = pa.schema([
     ("conn", pa.int32()), ("broker", pa.int32()), ("recv_us", pa.int64()), ("send_us", pa.int64()),
     ("api", pa.string()), ("api_key", pa.int16()), ("version", pa.int16()), ("correlation_id", pa.int32()),
     ("client_id", pa.string()), ("request", pa.string()), ("response", pa.string()), ("open_until_us", pa.int64()),
+    ("undecodable", pa.string()),
 ])
 _JSON_TEXT = ("request", "response")
 

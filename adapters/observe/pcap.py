@@ -19,6 +19,7 @@ import dpkt
 
 from groupcoord.adapters.observe.pairing import (MalformedFrame, Pending, correlation_id_of, decode_response,
                                                  note_request, pair_record)
+from groupcoord.adapters.observe.trace import undecodable_text
 from groupcoord.adapters.protocol import codec
 
 MAX_FRAME_BYTES = 104_857_600
@@ -140,7 +141,8 @@ class CaptureReader:
             _, fields = decode_response(pending, frame)
         except codec.FrameError as e:
             self.problems.append(f"connection {conn.number}: a response kio cannot decode ({e})")
-            fields = None
+            return [pair_record(conn.number, -1, correlation_id_of(frame), pending, ts_us, None,
+                                undecodable=undecodable_text(frame))]
         return [pair_record(conn.number, -1, correlation_id_of(frame), pending, ts_us, fields)]
 
     def _segments(self) -> Iterator[tuple[int, str, str, dpkt.tcp.TCP]]:

@@ -24,7 +24,7 @@ META = "meta.json"
 RECORDED_APIS = ("FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit",
                  "OffsetFetch", "OffsetDelete", "DescribeGroups", "ListGroups", "DeleteGroups")
 COLUMNS = ("conn", "broker", "recv_us", "send_us", "api", "api_key", "version", "correlation_id", "client_id",
-           "request", "response", "open_until_us")
+           "request", "response", "open_until_us", "undecodable")
 
 
 def jsonable(value: Any) -> Any:
@@ -41,12 +41,24 @@ def dumps(value: Any) -> str:
 
 def observed(conn: int, broker: int, recv_us: int, send_us: int | None, api: str, api_key: int, version: int,
              correlation_id: int, client_id: str | None, request: dict, response: dict | None,
-             open_until_us: int | None = None) -> dict:
+             open_until_us: int | None = None, undecodable: str | None = None) -> dict:
     """One record, its keys in the format's order. ``open_until_us``: for a request never
-    answered, until when it was known to wait (its connection closed, or the recording ended)."""
+    answered, until when it was known to wait (its connection closed, or the recording ended).
+    ``undecodable``: for a response that came but could not be decoded, its size and first bytes
+    (``undecodable_text``)."""
     return {"conn": conn, "broker": broker, "recv_us": recv_us, "send_us": send_us, "api": api, "api_key": api_key,
             "version": version, "correlation_id": correlation_id, "client_id": client_id, "request": request,
-            "response": response, "open_until_us": open_until_us}
+            "response": response, "open_until_us": open_until_us, "undecodable": undecodable}
+
+
+UNDECODABLE_PREFIX = 32  # bytes of an undecodable response kept (as hex)
+
+
+def undecodable_text(frame: bytes) -> str:
+    """A response frame (after its size prefix: correlation id, header, body) that could not
+    be decoded, as a record keeps it: ``N bytes: HEX`` (the first bytes, ``…`` when cut)."""
+    cut = "…" if len(frame) > UNDECODABLE_PREFIX else ""
+    return f"{len(frame)} bytes: {bytes(frame[:UNDECODABLE_PREFIX]).hex()}{cut}"
 
 
 class ObservedWriter:

@@ -39,6 +39,14 @@ class Obs:
     request: dict  # Kafka's fields, bytes as bytes
     response: dict | None  # the same, as observed (bytes as hex text: how they are compared)
     open_until_us: int | None = None  # unanswered: known to wait until then (none came before)
+    # an answer came (``send_us``) but could not be decoded: its size and first bytes when the
+    # recording kept them (``N bytes: HEX``), else ""; None for a decoded answer or none at all
+    undecodable: str | None = None
+
+    @property
+    def unreadable(self) -> bool:
+        """An answer came that could not be decoded (``response`` null, ``send_us`` set)."""
+        return self.response is None and self.send_us is not None
 
 
 def trace_dir(path: str | Path) -> Path:
@@ -131,7 +139,8 @@ def from_record(r: dict, n: int, where: str) -> Obs:
         obs = Obs(index=n, conn=int(r["conn"]), recv_us=int(r["recv_us"]),
                   send_us=None if send_us is None else int(send_us), api=api, version=version,
                   client_id=r.get("client_id"), request=request, response=r["response"],
-                  open_until_us=r.get("open_until_us"))
+                  open_until_us=r.get("open_until_us"),
+                  undecodable=(r.get("undecodable") or "") if r["response"] is None and send_us is not None else None)
     except (ValueError, KeyError, TypeError, schema.SchemaError) as e:
         raise TraceError(f"{where}: not an observed request/response pair ({e})") from None
     if obs.response is not None and not isinstance(obs.response, dict):
@@ -248,5 +257,5 @@ def dump(pairs: Iterable[Obs], directory: str | Path, fmt: str = "jsonl") -> Pat
     writer = trace.ObservedWriter(directory, fmt)
     for o in pairs:
         writer.write(trace.observed(o.conn, -1, o.recv_us, o.send_us, o.api, API_KEYS[o.api], o.version, o.index,
-                                    o.client_id, o.request, o.response, o.open_until_us))
+                                    o.client_id, o.request, o.response, o.open_until_us, o.undecodable or None))
     return writer.close()

@@ -48,20 +48,17 @@ def verify_spark(path: str, settings: Settings, master: str, keep_going: bool = 
     """Each group's pairs go to one task (grouped by group id); only verdicts come back. JSON
     Lines are read by the executors line by line (a bad line names its file and line)."""
     from groupcoord.adapters.observe.trace import JSONL
-    from groupcoord.adapters.replay.spark_session import spark_session
+    from groupcoord.adapters.replay.spark_session import spark_session, stopped_after
 
     d = observed.trace_dir(path)
     name = str(d / JSONL)
     # Parquet, or a crashed recording's journal: read here, handed out by group
     pairs = None if (d / JSONL).exists() else observed.read(d)
-    spark = spark_session(master, "groupcoord-verify")
-    try:
+    with stopped_after(spark_session(master, "groupcoord-verify")) as spark:
         sc = spark.sparkContext
         keyed = (sc.textFile(name).zipWithIndex().flatMap(lambda li: _keyed(li, name)) if pairs is None
                  else sc.parallelize(pairs).flatMap(_key))
         return _spark_verdicts(keyed.cache(), settings, keep_going)
-    finally:
-        spark.stop()
 
 
 def _spark_verdicts(keyed, settings: Settings, keep_going: bool = False) -> tuple[list[Verdict], dict]:
@@ -130,8 +127,15 @@ def _brief(v: Verdict) -> dict:
 
 def write_report(out: Path, verdicts: list[Verdict], summary: dict, describe=None) -> None:
     """``verdicts.parquet`` (one row per group; ``verdicts.jsonl``, the same rows as JSON Lines,
-    when pyarrow is not installed: the replay extra), ``summary.json`` and ``summary.txt``."""
-    out.mkdir(parents=True, exist_ok=True)
+    when pyarrow is not installed: the replay extra), ``summary.json`` and ``summary.txt``;
+    written whole or not at all (``stopping.written``)."""
+    from groupcoord.adapters.replay.stopping import written
+
+    with written(out, directory=True, stale=lambda name: name in ("verdicts.parquet", "verdicts.jsonl")) as into:
+        _report_files(into, verdicts, summary, describe)
+
+
+def _report_files(out: Path, verdicts: list[Verdict], summary: dict, describe) -> None:
     rows = [attrs.asdict(v, recurse=False) for v in verdicts]
 
     def cell(name: str, value):
@@ -183,6 +187,10 @@ def describe_verdict(v: Verdict, steps_shown: int = 12, known: frozenset = froze
         sig = signature_of(f)
         if sig is not None and findings.is_known(sig, known):
             continue
+        if f.follows is not None:  # not a finding of its own: one line, not counted
+            lines.append(f"FOLLOWS {v.group_id}: {f.detail} (follows from line {f.follows}'s finding: the request "
+                         f"carries what only that diverging answer gave)")
+            continue
         then = " (the answers of the findings before it taken as given)" if n else ""
         lines.append(f"DIVERGES {v.group_id}: {f.detail}{then}")
         lines.extend(finding_lines(f, "  "))
@@ -221,7 +229,7 @@ def tally(verdicts: list[Verdict], known: frozenset = frozenset()) -> tuple[dict
     for v in verdicts:
         if v.verdict != DIVERGES:
             continue
-        sigs = [signature_of(f) or f"{v.group_id}: {f.detail}" for f in (v, *v.more)]
+        sigs = [signature_of(f) or f"{v.group_id}: {f.detail}" for f in (v, *v.more) if f.follows is None]
         for sig in dict.fromkeys(sigs):
             if findings.is_known(sig, known):
                 set_aside += 1

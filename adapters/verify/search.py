@@ -74,6 +74,9 @@ class Verdict:
     # keep_going: the divergences found past this one, each a Verdict (the broker's answer there
     # taken as given, the search going on from the spec's state)
     more: tuple = ()
+    # keep_going: the line of the finding this one follows from (its request carries a member id
+    # or generation only that finding's diverging answer gave), None for a finding of its own
+    follows: int | None = None
 
 
 @attrs.frozen
@@ -96,6 +99,7 @@ class _Failure(Exception):
         super().__init__(why)
         self.pos, self.why, self.core = pos, why, core
         self.field, self.spec, self.broker = field, spec, broker
+        self.undecided: str | None = None  # why this failure decides nothing (an answer not read)
 
 
 class _Budget(Exception):
@@ -125,7 +129,78 @@ def verify_group(group_id: str, unit: list[Obs], settings: Settings, keep_going:
             break
         more.append(later)
         waived.add(positions[later.line])
-    return attrs.evolve(verdict, more=tuple(more))
+    return _consequences(attrs.evolve(verdict, more=tuple(more)), unit, waived)
+
+
+def _consequences(verdict: Verdict, unit: list[Obs], waived: set[int]) -> Verdict:
+    """Each finding past the first that only follows from an earlier one marked so (``follows``):
+    its request carries a member id or generation that an earlier finding's diverging answer gave
+    (where the spec's answer gave another, or none) and no conforming answer before it gave. The
+    spec's state never took that value, so what it answers such a request says nothing new."""
+    by_line = {o.index: o for o in unit}
+    conforming: dict = {}  # (kind, value) -> when a conforming answer first gave it
+    for p, o in enumerate(unit):
+        if p not in waived and o.response is not None and o.send_us is not None:
+            for value in _given(o.response):
+                conforming[value] = min(conforming.get(value, o.send_us), o.send_us)
+    found = sorted((verdict, *verdict.more), key=lambda f: by_line[f.line].recv_us)
+    introduced: dict = {}  # (kind, value) -> the line of the finding it comes from
+    marked: dict[int, int] = {}
+    for f in found:
+        request = by_line[f.line]
+        carried = {c for c in _carried(request.request) & set(introduced)
+                   if conforming.get(c, request.recv_us + 1) > request.recv_us}
+        root = min((introduced[c] for c in carried), default=None)
+        if root is not None:
+            marked[f.line] = root
+        spec = _allowed_first(f)
+        for value in _given(f.observed or {}):
+            if spec is None or value not in _given(spec):
+                introduced.setdefault(value, root if root is not None else f.line)
+    if not marked:
+        return verdict
+    more = tuple(attrs.evolve(f, follows=marked.get(f.line)) for f in verdict.more)
+    return attrs.evolve(verdict, more=more, follows=marked.get(verdict.line))
+
+
+def _given(answer: dict) -> set:
+    """The member ids and generation an answer hands out (a JoinGroup's: its member id, leader,
+    members; any answer's generation)."""
+    out = set()
+    if isinstance(answer.get("generation_id"), int) and answer["generation_id"] >= 0:
+        out.add(("generation", answer["generation_id"]))
+    for key in ("member_id", "leader"):
+        if isinstance(answer.get(key), str) and answer[key]:
+            out.add(("member", answer[key]))
+    for m in answer.get("members") or ():
+        if isinstance(m, dict) and isinstance(m.get("member_id"), str) and m["member_id"]:
+            out.add(("member", m["member_id"]))
+    return out
+
+
+def _carried(request: dict) -> set:
+    """The member ids and generation a request names."""
+    out = set()
+    for key in ("generation_id", "generation_id_or_member_epoch"):
+        if isinstance(request.get(key), int) and request[key] >= 0:
+            out.add(("generation", request[key]))
+    if isinstance(request.get("member_id"), str) and request["member_id"]:
+        out.add(("member", request["member_id"]))
+    for m in request.get("members") or request.get("assignments") or ():
+        if isinstance(m, dict) and isinstance(m.get("member_id"), str) and m["member_id"]:
+            out.add(("member", m["member_id"]))
+    return out
+
+
+def _allowed_first(f: Verdict) -> dict | None:
+    """The spec's answer there (its first), in the broker's ids."""
+    if not f.allowed:
+        return None
+    try:
+        answer = json.loads(f.allowed[0])
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) else None
 
 
 class _Search:
@@ -141,7 +216,10 @@ class _Search:
         self.allowed: dict[int, set] = {}
         self.recv_ms = [o.recv_us // 1000 for o in unit]
         self.send_ms = [None if o.send_us is None else o.send_us // 1000 for o in unit]
-        self.owed = frozenset(p for p, o in enumerate(unit) if o.response is not None and p not in waived)
+        # an answer that came but could not be decoded is owed too: the spec's answer, which
+        # always decodes, diverges from it (``_undecodable``)
+        self.owed = frozenset(p for p, o in enumerate(unit)
+                              if (o.response is not None or o.unreadable) and p not in waived)
         self.t0_ms = min(self.recv_ms, default=0)  # times in reports: from the first request
         self.want = [None if o.response is None else observed_view(o.api, o.response) for o in unit]
         codes = set()
@@ -345,6 +423,8 @@ class _Search:
             if p in self.waived:  # keep_going: the broker's answer taken as given
                 answered.add(p)
                 continue
+            if obs.unreadable:
+                raise self._undecodable(p, got)
             if obs.response is None:
                 if obs.open_until_us is not None and event.now_ms + self.tol < obs.open_until_us // 1000:
                     raise _Failure(p, f"the broker never answered it (still waiting at "
@@ -369,9 +449,28 @@ class _Search:
         child = self._timers(child, commands)
         for p in self.owed - child.answered:  # broker answers the spec can no longer give in time
             if self.send_ms[p] is not None and self.send_ms[p] + self.tol < child.now_ms:
+                if self.unit[p].unreadable:
+                    raise self._undecodable(p, None)
                 raise _Failure(p, f"the broker answered at {self._at(self.send_ms[p])}; the spec has not by "
                                   f"{self._at(child.now_ms)}", spec="none (waits)", broker="given")
         return child
+
+    def _undecodable(self, p: int, got: dict | None) -> _Failure:
+        """The broker's answer to ``p`` came but could not be decoded (the recorder passed it on
+        as it was). Where the project's decoder reads the API and version, every answer the spec
+        gives decodes: a divergence, whatever the spec answers. Else nothing is known of it."""
+        obs = self.unit[p]
+        raw = obs.undecodable or ""
+        size = raw.split(" ", 1)[0] + " bytes" if raw else "size not recorded"
+        lo, hi = schema.SUPPORTED_VERSIONS.get(obs.api, (0, -1))
+        why = (f"the broker's answer could not be decoded as {obs.api} v{obs.version} "
+               f"({raw or 'its bytes not recorded'}), though every answer the spec gives here decodes")
+        f = _Failure(p, why, got, spec="decodable", broker=f"undecodable ({size})")
+        if not lo <= obs.version <= hi:
+            f.undecided = (f"the broker's answer to {obs.api} v{obs.version} (line {obs.index}) could not be "
+                           f"decoded, and the project's decoder does not read that version ({lo} to {hi}): what "
+                           f"it answered is unknown")
+        return f
 
     def _timers(self, node: _Node, commands: list) -> _Node:
         table = {k: (d, s, k, pl) for d, s, k, pl in node.timers}
@@ -389,13 +488,26 @@ class _Search:
     # ------------------------------------------------------------------ the report
 
     def _failed(self, node: _Node, f: _Failure) -> None:
-        # the furthest execution: most answers explained, then the latest answer it fails on
-        # (an answer the broker gave before the failing step and the branch never gave counts)
+        # the execution reported is the one that explains the most answers in order: most answers
+        # explained (not inputs taken), then the latest answer it fails on (an answer the broker
+        # gave before the failing step and the branch never gave counts), then one failing at
+        # that oldest owed answer itself over one that went on past it (owed answers held back
+        # within the tolerance while later requests, naming what they answered, were taken)
         limit = self.send_ms[f.pos] if self.send_ms[f.pos] is not None else node.now_ms
         behind = [p for p in self.owed - node.answered
                   if p != f.pos and self.send_ms[p] is not None and self.send_ms[p] < limit]
         first = min([f.pos] + behind, key=lambda p: self.unit[p].recv_us)
-        progress = (len(node.answered), self.unit[first].recv_us, f.core is not None, len(node.fed))
+        progress = (len(node.answered), self.unit[first].recv_us, f.pos == first, f.core is not None,
+                    len(node.fed))
+        held = self.unit[first]
+        if first != f.pos and held.send_us is not None and held.send_us < self.unit[f.pos].recv_us:
+            # the failing request came after the broker's answer to ``first``, which this
+            # execution held back (within the tolerance): what it names may be what that answer
+            # gave, so the answer held back is blamed, the failure told beside it
+            f = _Failure(first, f"the broker answered at {self._at(self.send_ms[first])}; the spec had not when "
+                                f"line {self.unit[f.pos].index} ({self.unit[f.pos].api}), which came after it, was "
+                                f"received at {self._at(self.recv_ms[f.pos])}, and then diverged there: "
+                                f"{f.why}", spec="none (waits)", broker="given")
         if self.best is None or progress > self.best[0]:
             self.best = (progress, f, node.path + ((f.pos,) if f.pos not in node.path else ()))
 
@@ -415,6 +527,8 @@ class _Search:
                            len(self.unit), self.nodes)
         _, f, path = self.best
         obs = self.unit[f.pos]
+        if f.undecided is not None:
+            return Verdict(self.gid, INCONCLUSIVE, f.undecided, len(self.unit), self.nodes, line=obs.index)
         detail = f"{obs.api} v{obs.version} (line {obs.index}): {f.why}"
         if self.moved:
             detail += ("; the broker's answers say its coordinator moved or its log failed, which the trace "
