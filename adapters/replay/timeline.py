@@ -266,6 +266,15 @@ def _counts(tl: Timeline) -> str:
 
 
 def render_png(tl: Timeline, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = timeline_figure(tl)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def timeline_figure(tl: Timeline):
+    """The PNG's figure, laid out: no two of its texts overlap (``_declutter``)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -276,6 +285,7 @@ def render_png(tl: Timeline, path: Path) -> None:
     n = len(tl.lanes)
     fig, ax = plt.subplots(figsize=(15, 1.6 + 0.55 * (n + 1)), dpi=110)
     top = n + 0.9
+    labels = []  # the assignment labels, placed after the marks
     for s in tl.states:
         if s.label == "absent":
             ax.barh(top, sec(s.end) - sec(s.start), left=sec(s.start), height=0.7, **ABSENT_STYLE)
@@ -290,20 +300,22 @@ def render_png(tl: Timeline, path: Path) -> None:
         for s in lane.leader_spans:
             ax.barh(y, max(0.05, sec(s.end) - sec(s.start)), left=sec(s.start), height=0.5, color="none",
                     edgecolor="#1b4f72", linewidth=2.0)
-        for ts, label in _spaced(lane.assignments, (tl.end - tl.start) * 0.06):
-            ax.text(sec(ts) + 0.2, y, label, va="center", fontsize=7, color="#123")
+        for ts, label in reversed(_spaced(lane.assignments, (tl.end - tl.start) * 0.06)):  # the later kept
+            labels.append(([y], ax.text(sec(ts) + 0.2, y, label, va="center", fontsize=7, color="#123")))
         for ts, kind, text in lane.marks:
             marker, color = MARK_STYLE.get(kind, ("o", "black"))
             ax.plot([sec(ts)], [y + 0.32], marker=marker, color=color, markersize=6, linestyle="none")
+    marks = []  # the generation and failover labels: first to be placed, each on one of its rows
     for ts, gen in tl.generations:
         ax.axvline(sec(ts), color="#888888", linestyle="--", linewidth=0.7)
-        ax.text(sec(ts), top + 0.45, f"g{gen}", fontsize=7, ha="center", color="#444")
+        marks.append(([top + 0.45, top + 0.75], ax.text(sec(ts), top + 0.45, f"g{gen}", fontsize=7, ha="center",
+                                                         color="#444")))
     for ts in tl.failovers:
         ax.axvline(sec(ts), color="#d62728", linewidth=1.6)
-        ax.text(sec(ts), -0.9, "failover", fontsize=7, ha="center", color="#d62728")
+        marks.append(([-0.9, -0.6], ax.text(sec(ts), -0.9, "failover", fontsize=7, ha="center", color="#d62728")))
     ax.set_yticks([top] + [n - 1 - i for i in range(n)])
     ax.set_yticklabels(["group state"] + [_short_name(lane.name) for lane in tl.lanes], fontsize=8)
-    ax.set_ylim(-1.2, top + 0.9)
+    ax.set_ylim(-1.2, top + 1.05)
     ax.set_xlim(0, max(1.0, sec(tl.end)) * 1.02)
     ax.set_xlabel("seconds since the first record")
     ax.set_title(f"{tl.group_id}: {_counts(tl)}", fontsize=11)
@@ -311,8 +323,30 @@ def render_png(tl: Timeline, path: Path) -> None:
     ax.grid(axis="x", color="#eeeeee")
     ax.set_axisbelow(True)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    _declutter(fig, ax, marks + labels)
+    return fig
+
+
+def _declutter(fig, ax, movable: list) -> None:
+    """No two texts of ``fig`` overlap: each of ``movable`` (``([y, ...], text)``, in order of
+    preference) takes the first of its rows where it overlaps no text already there and stays
+    inside the plot, else is hidden (the HTML timeline has every label as a tooltip). The
+    other texts (titles, ticks, the legend) are fixed."""
+    fig.canvas.draw()  # the layout's final positions and sizes
+    renderer = fig.canvas.get_renderer()
+    moved = {id(text) for _rows, text in movable}
+    placed = [t.get_window_extent(renderer) for t in fig.findobj(lambda a: hasattr(a, "get_text"))
+              if id(t) not in moved and t.get_visible() and str(t.get_text()).strip()]
+    inside = ax.get_window_extent(renderer)
+    for rows, text in movable:
+        for y in rows:
+            text.set_y(y)
+            box = text.get_window_extent(renderer).padded(1.0)
+            if box.x0 >= inside.x0 and box.x1 <= inside.x1 and not any(box.overlaps(b) for b in placed):
+                placed.append(box)
+                break
+        else:
+            text.set_visible(False)
 
 
 def legend_handles() -> list:

@@ -47,3 +47,31 @@ def test_unknown_group_is_an_error(trace, capsys):
 def test_group_ids_lists_groups(trace):
     path, gid = trace
     assert gid in trace_io.group_ids(str(path))
+
+
+def test_no_two_texts_of_the_png_overlap_with_10_members_and_20_generations(tmp_path):
+    """A busy group (the simulator's: 10 members at a time, 27 over its life, 20 generations
+    and a failover in 300 s): every text box the PNG shows, measured by matplotlib's renderer,
+    overlaps no other (labels that find no free place are left out; the HTML has them all)."""
+    pytest.importorskip("matplotlib")
+    import itertools
+
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+
+    simulator.simulate(tmp_path / "busy", groups=1, members=10, seed=7, duration_ms=300_000, incidents_per_min=6.0,
+                       fmt="jsonl", progress=False)
+    tl = timeline.load_timeline(str(tmp_path / "busy"), "group-000000")
+    assert len(tl.lanes) >= 10 and len(tl.generations) >= 20
+    fig = timeline.timeline_figure(tl)
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        shown = [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+        boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in shown]
+        assert len([b for b in boxes if b[0].startswith("g") and b[0][1:].isdigit()]) >= 15  # most gN shown
+        overlapping = [(a, b) for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2)
+                       if box_a.overlaps(box_b)]
+        assert overlapping == []
+    finally:
+        plt.close(fig)
