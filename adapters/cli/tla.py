@@ -479,7 +479,7 @@ def run_validate(path: str, group_id: str | None = None, out=print, prog: str = 
             counts["unchecked"] += 1
             out(f"trace {u.name}: NOT CHECKED, outside the spec's scope: {u.not_checked()}{over(u)}")
     checked = {id(u.trace): u for u in units if u.trace is not None}
-    progress = Progress("tla validate", total=len(checked), unit="groups")
+    progress = Progress("tla validate", total=len(checked), unit="groups", after_s=0)  # TLC starts slowly
 
     def told(u, r) -> None:
         if not r.accepted:
@@ -493,13 +493,15 @@ def run_validate(path: str, group_id: str | None = None, out=print, prog: str = 
             line = f"{r.line()}{over(u)}"
         with progress.aside():
             out(line)
-        progress.advance(1, f"{counts['rejected']} rejected")
+        progress.advance(1, f"{counts['rejected']} rejected")  # noted again before the next run
 
     with progress:
         for batch in trace_check.batches([u.trace for u in checked.values()], max_lines=VALIDATE_BATCH_LINES):
             # one TLC run for a batch; TLC names the first trace it rejects, which leaves the
             # batch for the next run (a run per rejection, plus one)
             while batch:
+                progress.update(f"{counts['rejected']} rejected; TLC on {len(batch)} of them, "
+                                f"{sum(len(t.rows) for t in batch):,} lines")
                 together = trace_check.check_traces(batch)
                 if together.accepted:
                     for t in batch:

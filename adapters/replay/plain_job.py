@@ -28,17 +28,18 @@ def _shard_of(group_id: str | None, shards: int) -> int:
     return 0 if group_id is None else zlib.crc32(group_id.encode()) % shards
 
 
-def plain_task(items) -> tuple[list[dict], float]:
-    """One process's share: work items (see ``plain_replay``) replayed one after the other."""
+def plain_task(items, progress=None) -> tuple[list[dict], float]:
+    """One process's share: work items (see ``plain_replay``) replayed one after the other;
+    ``progress``: the records fed counted there (one process only)."""
     started = time.perf_counter()
     rows: list[dict] = []
     with fewer_collections():
         for item in items:
-            rows += _plain_item(item)
+            rows += _plain_item(item, progress)
     return rows, time.perf_counter() - started
 
 
-def _plain_item(item) -> list[dict]:
+def _plain_item(item, progress=None) -> list[dict]:
     """An instance-scoped file, or the groups of shard ``index`` (of ``shards``) of a
     group-scoped recording: read, sort, replay."""
     files, index, shards, split_files, options = item
@@ -49,12 +50,12 @@ def _plain_item(item) -> list[dict]:
         # no group spans files: this task's files one at a time, so memory holds one file
         for i, f in enumerate(files):
             if i % shards == index:
-                _replay_sorted(job, [_read_table(f, i)])
+                _replay_sorted(job, [_read_table(f, i)], progress)
     else:
         tables = [_read_table(f, i) for i, f in enumerate(files)]
         if shards > 1:
             tables = [_shard_rows(t, index, shards) for t in tables]
-        _replay_sorted(job, tables)
+        _replay_sorted(job, tables, progress)
     job.finish()
     return job.result_rows()
 
@@ -93,7 +94,7 @@ def _shard_rows(t, index: int, shards: int):
     return t.filter(mask)
 
 
-def _replay_sorted(job: "PartitionReplay", tables: list) -> None:
+def _replay_sorted(job: "PartitionReplay", tables: list, progress=None) -> None:
     """Sort the tables' rows by (group_id, seq) together and feed them to ``job``."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -114,6 +115,8 @@ def _replay_sorted(job: "PartitionReplay", tables: list) -> None:
     for start in range(0, len(order), step):
         batch = table.slice(start, step) if in_order else table.take(order.slice(start, step))
         job.feed({name: batch.column(name).to_pylist() for name in batch.column_names})
+        if progress is not None:
+            progress.advance(len(batch))
 
 
 def plain_replay(path: str, out: str, *, processes: int = 1, invariants: bool = True, sample: int = 20,
@@ -149,7 +152,10 @@ def plain_replay(path: str, out: str, *, processes: int = 1, invariants: bool = 
         with mp.get_context("fork").Pool(processes, initializer=quiet_worker) as pool:
             results = pool.map(plain_task, work)
     else:
-        results = [plain_task(work[0])]
+        from groupcoord.adapters.replay.progress import Progress
+
+        with Progress("replay", unit="records") as progress:
+            results = [plain_task(work[0], progress)]
     seconds = time.perf_counter() - started
     rows = [r for rs, _ in results for r in rs]
     with report_written(out_path, into) as into:
