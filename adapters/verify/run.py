@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -44,7 +45,23 @@ def verify_plain(path: str, settings: Settings, share_bytes: int = SHARE_BYTES,
     return verdicts, unchecked
 
 
-def verify_spark(path: str, settings: Settings, master: str, keep_going: bool = False) -> tuple[list[Verdict], dict]:
+# A recording's last line without its newline that is not a record (a recorder killed mid-write):
+# left out by every reader, warned of, counted, and the verdict of its group rests on the lines before.
+TORN = "torn last line (no newline, not a record): left out"
+
+
+def _resting(group: str | None) -> str:
+    return f"group {group}'s verdict rests on the lines before it" if group is not None else \
+        "every group's verdict rests on the lines before it"
+
+
+def _rests(detail: str, file) -> str:
+    said = f"rests on the lines before {file}'s torn last line"
+    return f"{detail}; {said}" if detail else said
+
+
+def verify_spark(path: str, settings: Settings, master: str, keep_going: bool = False,
+                 torn: str | None = None) -> tuple[list[Verdict], dict]:
     """Each group's pairs go to one task (grouped by group id); only verdicts come back. JSON
     Lines are read by the executors line by line (a bad line names its file and line)."""
     from groupcoord.adapters.observe.trace import JSONL
@@ -56,7 +73,7 @@ def verify_spark(path: str, settings: Settings, master: str, keep_going: bool = 
     pairs = None if (d / JSONL).exists() else observed.read(d)
     with stopped_after(spark_session(master, "groupcoord-verify")) as spark:
         sc = spark.sparkContext
-        keyed = (sc.textFile(name).zipWithIndex().flatMap(lambda li: _keyed(li, name)) if pairs is None
+        keyed = (sc.textFile(name).zipWithIndex().flatMap(lambda li: _keyed(li, name, torn)) if pairs is None
                  else sc.parallelize(pairs).flatMap(_key))
         return _spark_verdicts(keyed.cache(), settings, keep_going)
 
@@ -72,9 +89,9 @@ def _spark_verdicts(keyed, settings: Settings, keep_going: bool = False) -> tupl
     return [Verdict(**r) for r in sorted(rows, key=lambda r: r["group_id"])], unchecked
 
 
-def _keyed(line_index: tuple, file: str) -> list:
+def _keyed(line_index: tuple, file: str, torn: str | None = None) -> list:
     line, index = line_index
-    if not line.strip():
+    if not line.strip() or line == torn:  # the torn last line: left out, as the plain reader does
         return []
     where = f"{file}:{index + 1}"
     try:
@@ -272,11 +289,23 @@ def run(path: str, settings: Settings, engine: str = "plain", master: str = "loc
     """``keep_going``: every divergence of a group, not only its first; ``known``: signatures
     set aside (--known FILE): counted, not reported, not a divergence for the exit status."""
     started = time.perf_counter()
+    torn = observed.torn_line(path)
+    if torn is not None:
+        print(f"groupcoord verify: warning: {torn[0]}: {TORN}; {_resting(observed.group_in(torn[1]))}",
+              file=sys.stderr, flush=True)
     if engine == "spark":
-        verdicts, unchecked = verify_spark(path, settings, master, keep_going)
+        verdicts, unchecked = verify_spark(path, settings, master, keep_going, torn=torn and torn[1])
     else:
         verdicts, unchecked = verify_plain(path, settings, keep_going=keep_going)
+    affected = None
+    if torn is not None:
+        unchecked = {**unchecked, TORN: 1}
+        affected = observed.group_in(torn[1])
+        verdicts = [attrs.evolve(v, detail=_rests(v.detail, torn[0])) if affected in (None, v.group_id) else v
+                    for v in verdicts]
     summary = summarize(verdicts, unchecked, time.perf_counter() - started, engine)
+    if torn is not None:
+        summary["torn_last_line"] = {"file": str(torn[0]), "group_id": affected}
     by_finding = keep_going or known is not None
     known = frozenset(known or ())
     counts, set_aside = tally(verdicts, known)
@@ -286,7 +315,11 @@ def run(path: str, settings: Settings, engine: str = "plain", master: str = "loc
     out = Path(report) if report else Path(str(Path(path).resolve()).rstrip("/") + "-verify")
 
     def describe(v: Verdict) -> list[str]:
-        return describe_verdict(v, known=known)
+        lines = describe_verdict(v, known=known)
+        if torn is not None and affected == v.group_id:
+            lines.append(f"TORN {v.group_id}: its verdict ({v.verdict}) rests on the lines before {torn[0]}'s torn "
+                         f"last line, which was about it")
+        return lines
     write_report(out, verdicts, summary, describe)
     text = format_summary(summary, verdicts, describe)
     if by_finding:

@@ -90,3 +90,32 @@ def test_a_parquet_recording_is_read_too(tmp_path, two, capsys):
     assert (tmp_path / "t" / "observed.parquet").exists()
     assert main(["verify", str(tmp_path / "t")]) == 0
     assert capsys.readouterr().out.startswith("1 groups: 1 conform")
+
+
+@pytest.mark.parametrize("cut, group", [(0.75, "g"), (0.1, None)])
+def test_a_torn_last_line_is_warned_counted_and_the_verdict_rests_on_the_lines_before(tmp_path, two, capsys,
+                                                                                     cut, group):
+    """A recorder killed mid-write leaves a last line without its newline that is not a record:
+    left out (the pairs before it are checked), said on stderr, counted in the summary, and the
+    verdict of the group it was about (every group's, when its text does not tell) rests on the
+    lines before it. A last line that is a whole record, newline or not, is read."""
+    dump(two, tmp_path / "t")
+    path = tmp_path / "t" / "observed.jsonl"
+    text = path.read_text()
+    last = text.rstrip("\n").rsplit("\n", 1)[1]
+    path.write_text(text + last[:int(len(last) * cut)])
+    assert main(["verify", str(tmp_path / "t"), "--out", str(tmp_path / "r")]) == 0
+    out, err = capsys.readouterr()
+    assert err.startswith(f"groupcoord verify: warning: {path}: torn last line") and len(err.splitlines()) == 1, err
+    assert ("group g's verdict rests" if group else "every group's verdict rests") in err
+    assert "(15 pairs checked" in out and "not checked: 1 torn last line" in out
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["torn_last_line"] == {"file": str(path), "group_id": group}
+    assert summary["pairs_not_checked"]["torn last line (no newline, not a record): left out"] == 1
+    if group:
+        assert f"TORN g: its verdict (conforms) rests on the lines before {path}'s torn last line" in out
+
+    path.write_text(text.rstrip("\n"))  # whole, only the newline missing: read, nothing said
+    assert main(["verify", str(tmp_path / "t"), "--out", str(tmp_path / "r2")]) == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "(15 pairs checked" in out and "torn last line" not in out
