@@ -2,7 +2,9 @@
 ran and every answer was one the spec allows (or a known finding, ``--known``); 1: divergences
 (each distinct one shrunk, printed, written as a conformance scenario; ``--stop-at-first``: the
 first only); 2: bad input or a broker that cannot be reached; 3: the checker could not decide
-(its budget spent, or the broker said its coordinator moved)."""
+(its budget spent, or the broker said its coordinator moved). Rules whose API the broker does
+not offer (ApiVersions) are left out, and said so; a broker that goes away ends the run with
+what was found so far (exit 1 with findings, else 2)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from groupcoord.adapters.cli.parsing import fail
 from groupcoord.adapters.cli.verify import (add_kafka_setting_flags, add_known_flag, config_from_args,
                                             read_known_flag)
 from groupcoord.adapters.replay import progress
+from groupcoord.adapters.replay.stopping import written
 from groupcoord.core.config import ConfigError
 
 DEFAULT_TOPIC = "groupcoord-probe"
@@ -69,12 +72,12 @@ def run_probe(args) -> int:
         known = read_known_flag(args) or frozenset()
     except (ConfigError, OSError, ValueError) as e:
         return fail(prog, str(e))
-    from groupcoord.adapters.replay.progress import Progress
-    from groupcoord.adapters.verify.run import findings_text
     problem = parsing.output_problem("--out", args.out, "dir")
     if problem:
         return fail(prog, problem)
-    from groupcoord.testing.probe import probe_all
+    from groupcoord.adapters.replay.progress import Progress
+    from groupcoord.adapters.verify.run import findings_text
+    from groupcoord.testing.probe import PROBED_APIS, offered_apis, probe_all
     from groupcoord.testing.systems import Unreachable
 
     seed = args.seed if args.seed is not None else int(time.time_ns() % 2**32)
@@ -90,32 +93,44 @@ def run_probe(args) -> int:
     def report(f, n: int) -> None:
         print(f.report)
         if f.scenario is not None:
-            out.mkdir(parents=True, exist_ok=True)
             path = out / (f"probe-{seed}-{n}.json" if args.keep_going else f"probe-{seed}.json")
-            path.write_text(json.dumps(f.scenario, indent=1) + "\n")
+            with written(path) as tmp:  # whole or not at all
+                tmp.write_text(json.dumps(f.scenario, indent=1) + "\n")
             print(f"  reproduction: {path} (run it: groupcoord scenario {path})")
         print(flush=True)
     try:
+        offered = offered_apis(args.bootstrap)
+        left_out = [api for api in PROBED_APIS if api not in offered]
+        if left_out:
+            print("left out: " + ", ".join(f"{api} (not offered)" for api in left_out), flush=True)
         run = probe_all(args.bootstrap, config, topics, examples=args.examples, steps=args.steps, seed=seed,
                         timer_tolerance_ms=args.timer_tolerance_ms, keep_going=args.keep_going, known=known,
                         progress=Progress("probe", total=args.examples, unit="examples"),
-                        on_finding=report)
+                        on_finding=report, offered=offered)
     except Unreachable as e:
         return fail(prog, str(e))
     if run.undecided is not None:
         print(run.undecided.report)
+    if run.gone is not None:
+        print(f"the broker went away after {run.examples} examples: {run.gone}; the findings so far:"
+              if run.findings else f"the broker went away after {run.examples} examples: {run.gone}", flush=True)
     took = f"seed {seed}; {time.monotonic() - started:.1f} s"
     if args.keep_going and (run.findings or run.known_met):
-        print("\n".join(findings_text({f.signature: 1 for f in run.findings}, len(run.known_met),
+        met = {}
+        for f in run.findings:  # each finding, then the same divergence met at other versions
+            met.update(dict.fromkeys([f.signature, *sorted(run.also.get(f.signature, ()))], 1))
+        print("\n".join(findings_text(met, len(run.known_met),
                                        f"in {run.examples} examples")))
         print(took)
-    elif run.findings or run.undecided is not None:
+    elif run.findings or run.undecided is not None or run.gone is not None:
         print(took)
     else:
         aside = f", {len(run.known_met)} known findings set aside" if run.known_met else ""
         print(f"{run.examples} examples, no divergence{aside} ({time.monotonic() - started:.1f} s)")
     if run.findings:
         return 1
+    if run.gone is not None:
+        return 2
     return run.undecided.exit_code if run.undecided is not None else 0
 
 

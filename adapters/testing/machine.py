@@ -21,7 +21,7 @@ from typing import Callable
 
 import attrs
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from groupcoord.adapters.checks import invariants as inv
 from groupcoord.adapters.verify import observed
@@ -104,6 +104,12 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
     # Signatures of divergences set aside (findings.py): an answer diverging only so is taken as
     # given (``verify_group(keep_going=True)``) and the example goes on; ``aside`` hears of each
     set_aside: frozenset = frozenset()
+    # The APIs the system offers (its ApiVersions; None: every one the project speaks): a rule
+    # whose API is not among them is left out (its precondition fails, the same in every replay)
+    offered: frozenset | None = None
+
+    def offers(self, api: str) -> bool:
+        return self.offered is None or api in self.offered
 
     def __init__(self) -> None:
         super().__init__()
@@ -207,6 +213,7 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
         self.settle()
 
     @rule(who=WHO, pick=VERSION, how=IDENTITY, skew=GENERATION_SKEW)
+    @precondition(lambda self: self.offers("SyncGroup"))
     def sync(self, who, pick, how, skew) -> None:
         c = self.consumers[who]
         given = rq.assignments(c.joined, self.topics) if c.joined is not None and how == "own" else {}
@@ -222,11 +229,13 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
             self.group_id, v, self.identity(who, how), c.generation + skew, c.member.group_instance_id), who)
 
     @rule(who=WHO, pick=VERSION, how=IDENTITY, skew=GENERATION_SKEW)
+    @precondition(lambda self: self.offers("Heartbeat"))
     def heartbeat(self, who, pick, how, skew) -> None:
         self._heartbeat(who, pick, how, skew)
         self.settle()
 
     @rule(who=SOME, pick=VERSION, how=IDENTITY)
+    @precondition(lambda self: self.offers("LeaveGroup"))
     def leave(self, who, pick, how) -> None:
         """One member leaves (v0-2), or a batch of them (v3+, static ones by instance id too)."""
         self.send("LeaveGroup", pick, lambda v: rq.leave(self.group_id, v, [
@@ -235,6 +244,7 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
 
     @rule(who=WHO, pick=VERSION, how=IDENTITY, skew=GENERATION_SKEW, offset=st.integers(0, 100),
           simple=st.booleans())
+    @precondition(lambda self: self.offers("OffsetCommit"))
     def commit(self, who, pick, how, skew, offset, simple) -> None:
         """A member commits its generation's offsets (or, ``simple``, a commit outside the group
         protocol: no member id, generation -1)."""
@@ -246,16 +256,19 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
         self.settle()
 
     @rule(pick=VERSION, every=st.booleans())
+    @precondition(lambda self: self.offers("OffsetFetch"))
     def fetch(self, pick, every) -> None:
         self.send("OffsetFetch", pick, lambda v: rq.fetch(self.group_id, v, None if every else self.topics))
         self.settle()
 
     @rule(pick=VERSION)
+    @precondition(lambda self: self.offers("DescribeGroups"))
     def describe(self, pick) -> None:
         self.send("DescribeGroups", pick, lambda v: rq.describe(self.group_id, v))
         self.settle()
 
     @rule(pick=VERSION)
+    @precondition(lambda self: self.offers("ListGroups"))
     def list_groups(self, pick) -> None:
         """ListGroups is about every group: sent in every state, its answer not judged
         (``groupcoord verify`` judges requests about one group)."""
@@ -263,6 +276,7 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
         self.settle()
 
     @rule(pick=VERSION)
+    @precondition(lambda self: self.offers("DeleteGroups"))
     def delete(self, pick) -> None:
         self.send("DeleteGroups", pick, lambda v: rq.delete(self.group_id, v))
         self.settle()
@@ -330,7 +344,9 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
             new = []
             for found in (verdict, *verdict.more):
                 sig = signature_of(found)
-                if sig is not None and is_known(sig, self.set_aside):
+                if found.follows is not None:  # follows from a finding before it: given, not new
+                    self._given.add(found.line)
+                elif sig is not None and is_known(sig, self.set_aside):
                     self._given.add(found.line)  # taken as given in the checks after this one too
                     self.aside(sig)
                 else:

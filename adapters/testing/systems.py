@@ -32,6 +32,14 @@ class Unreachable(Exception):
     """The broker cannot be reached (or does not speak the group APIs): one line saying why."""
 
 
+class ConnectionClosed(Unreachable):
+    """The broker closed the connection of a request in flight (``sent``) instead of answering."""
+
+    def __init__(self, message: str, sent: "Sent") -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
 @attrs.define
 class Sent:
     """One request and, once it came, its answer (fields as a trace holds them)."""
@@ -221,8 +229,9 @@ class _WireSystem(System):
                 if future.done():
                     del self._waiting[index]
                     if future.cancelled() or future.exception() is not None:
-                        raise Unreachable(f"{sent.api} to {self.host}:{self.port}: "
-                                          f"{future.exception() if not future.cancelled() else 'cancelled'}")
+                        raise ConnectionClosed(f"{sent.api} to {self.host}:{self.port}: "
+                                               f"{future.exception() if not future.cancelled() else 'cancelled'}",
+                                               sent)
                     self._idle.setdefault(sent.client_id, []).append(client)
                 elif not self.manual_clock:  # (CoreSystem.settle says why not on a manual clock)
                     sent.open_until_us = now
@@ -320,11 +329,13 @@ class BrokerSystem(_WireSystem):
             cluster = Cluster(bootstrap, "probe", timeout=5.0)
             try:
                 coordinator = await cluster.coordinator(group_id)
-                return coordinator.host, coordinator.port
+                return coordinator.host, coordinator.port, dict(coordinator.versions)
             finally:
                 await cluster.close()
         try:
-            self.host, self.port = self.loop.run(find(), 60)
+            # the coordinator's versions known before the first request (its version is drawn
+            # within them)
+            self.host, self.port, self._versions = self.loop.run(find(), 60)
         except (OSError, asyncio.TimeoutError, KafkaError, ValueError) as e:
             self.loop.close()
             raise Unreachable(f"cannot reach a group coordinator at {bootstrap}: {e or type(e).__name__}") from None

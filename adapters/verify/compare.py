@@ -132,7 +132,9 @@ def _order(m: dict) -> tuple:
     return (str(m.get("member_id")), str(m.get("group_instance_id")))
 
 
-def _sorted_topics(topics: Any) -> list:
+def _sorted_topics(topics: Any) -> list | None:
+    if topics is None:  # a broker's null list (where the protocol has none) stays null: it differs
+        return None
     return sorted(({**t, "partitions": sorted(t.get("partitions", ()), key=lambda p: p.get("partition_index", 0))}
                    for t in topics), key=lambda t: str(t.get("name")))
 

@@ -101,7 +101,16 @@ def read_known(path: str) -> set[str]:
 
 
 def is_known(sig: str, known: set[str]) -> bool:
-    return " ".join(sig.split()) in known
+    """``sig`` is among ``known``, itself or as the same divergence at any version (``v*``)."""
+    sig = " ".join(sig.split())
+    return sig in known or at_any_version(sig) in known
+
+
+def at_any_version(sig: str) -> str:
+    """The signature with its version written ``v*``: the same divergence at every version."""
+    api, _, rest = sig.partition(" ")
+    version, _, tail = rest.partition(" ")
+    return f"{api} v* {tail}" if version[:1] == "v" and version[1:].isdigit() else sig
 
 
 # ---------------------------------------------------------------------------------------------------------------
