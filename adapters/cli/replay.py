@@ -155,7 +155,7 @@ def run_replay_command(args) -> int:
             from groupcoord.adapters.replay.partition import check_trace
             from groupcoord.adapters.replay.timeline import render_timeline
 
-            check_trace(args.trace)  # the wrong kind of file named, before anything is read or drawn
+            check_trace(args.trace, warn=lambda text: print(f"{prog}: warning: {text}", file=sys.stderr, flush=True))
 
             path = render_timeline(args.trace, args.group, args.out)
             print(f"wrote {path}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -462,7 +463,7 @@ def run_validate(path: str, group_id: str | None = None, out=print, prog: str = 
     try:
         from groupcoord.adapters.replay.partition import check_trace
 
-        check_trace(path)  # the wrong kind of file named, before anything is read
+        check_trace(path, warn=lambda text: print(f"{prog}: warning: {text}", file=sys.stderr, flush=True))
         units = trace_sources.file_traces(path, group_id)
     except (TraceError, ValueError) as e:
         return fail(prog, e)

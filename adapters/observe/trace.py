@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
+from groupcoord.adapters.replay.trace_files import torn
+
 FORMAT = "groupcoord-observed/1"
 JSONL = "observed.jsonl"
 PARQUET = "observed.parquet"
@@ -152,26 +154,3 @@ def json_lines_with_text(path: Path) -> Iterator[tuple[str, dict]]:
                 raise ValueError(f"{path}:{n}: not a record (a JSON object)")
             yield line, record
 
-
-def torn(line: str) -> bool:
-    """A last line without its newline is torn (left out) unless it is a whole record."""
-    try:
-        return not isinstance(json.loads(line), dict)
-    except ValueError:
-        return True
-
-
-def torn_tail(path: str | Path, most: int = 1 << 20) -> str | None:
-    """The torn last line of JSON Lines file ``path`` (no newline at the end and not a record:
-    what a recorder killed mid-write leaves; its last ``most`` bytes at most), or None when the
-    file ends whole. Reads only the file's end."""
-    with open(path, "rb") as f:
-        size = f.seek(0, os.SEEK_END)
-        if size == 0:
-            return None
-        f.seek(max(0, size - most))
-        end = f.read()
-    if end.endswith(b"\n"):
-        return None
-    text = end[end.rfind(b"\n") + 1:].decode("utf-8", "replace")
-    return text if torn(text) else None

@@ -210,11 +210,12 @@ def recording_options(recording, invariants: bool = True) -> dict:
             "scope": meta.get("scope", "group"), "invariants": invariants, "recording": recording.name}
 
 
-def check_trace(path: str) -> list:
+def check_trace(path: str, warn=None) -> list:
     """The trace's recordings, checked as far as can be without replaying: the path exists and
     is readable, its files are trace files in one format per recording, every ``meta.json`` is
     valid and every Parquet file has the trace schema (its footer). TraceError naming the
-    first problem; cheap, so it runs before Spark starts."""
+    first problem; cheap, so it runs before Spark starts. ``warn(text)`` is told of each JSON
+    Lines file's torn last line (left out by the readers)."""
     from groupcoord.adapters.replay import trace_files as trace_io
 
     recs = trace_io.recordings(path)
@@ -226,4 +227,10 @@ def check_trace(path: str) -> list:
                 trace_io.check_parquet_file(f)
             else:
                 trace_io.check_jsonl_head(f)
+                tail = trace_io.torn_tail(f) if warn is not None else None
+                if tail is not None:
+                    group = trace_io.torn_group(tail)
+                    warn(f"{f}: torn last line (no newline, not a record): left out; "
+                         + (f"group {group}'s results rest" if group is not None else "the results rest")
+                         + " on the lines before it")
     return recs

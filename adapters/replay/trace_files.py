@@ -151,6 +151,31 @@ def trace_files(path: str | os.PathLike) -> list[Path]:
     return files
 
 
+def torn(line: str) -> bool:
+    """A last line without its newline is torn (left out) unless it is a whole record."""
+    try:
+        return not isinstance(json.loads(line), dict)
+    except ValueError:
+        return True
+
+
+def torn_tail(path: str | os.PathLike, most: int = 1 << 20) -> str | None:
+    """The torn last line of JSON Lines file ``path`` (no newline at the end and not a record:
+    what a recorder killed mid-write leaves; its last ``most`` bytes at most), or None when the
+    file ends whole. Reads only the file's end. Every JSON Lines reader (traces, recordings)
+    leaves such a line out; the commands say so."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return None
+        f.seek(max(0, size - most))
+        end = f.read()
+    if end.endswith(b"\n"):
+        return None
+    text = end[end.rfind(b"\n") + 1:].decode("utf-8", "replace")
+    return text if torn(text) else None
+
+
 EXPECTED_TRACE = "expected a coordinator trace (spec/trace-format.md: what simulate, scenario --trace and serve " \
                  "--trace write)"
 
@@ -455,7 +480,7 @@ def _jsonl_batches(f: Path, batch_rows: int, strict: bool):
     with open(f, encoding="utf-8", errors="strict") as fh:
         try:
             for number, line in enumerate(fh, start=1):
-                if not line.strip():
+                if not line.strip() or (not line.endswith("\n") and torn(line)):  # torn: left out, said up front
                     continue
                 where = f"{name}:{number}"
                 try:
@@ -479,6 +504,15 @@ def _jsonl_batches(f: Path, batch_rows: int, strict: bool):
 
 _GROUP_FIELD = re.compile(r'"group_id"\s*:\s*("(?:[^"\\]|\\.)*")')
 _SEQ_FIELD = re.compile(r'"seq"\s*:\s*(-?\d+)\s*[,}]')
+
+
+def torn_group(text: str) -> str | None:
+    """The group a torn line was about, as far as its text tells (the first ``group_id``)."""
+    found = _GROUP_FIELD.search(text)
+    try:
+        return json.loads(found.group(1)) if found else None
+    except ValueError:
+        return None
 
 
 def _placement(line: str) -> tuple:

@@ -73,21 +73,22 @@ def _reading(d: Path):
 
 
 def torn_line(path: str | Path) -> tuple[Path, str] | None:
-    """The JSON Lines file of the recording at ``path`` and its torn last line (observe.trace's
-    ``torn_tail``: left out by every reader), or None."""
+    """The JSON Lines file of the recording at ``path`` and its torn last line (``torn_tail``:
+    left out by every reader), or None."""
+    from groupcoord.adapters.replay.trace_files import torn_tail
+
     d = trace_dir(path)
     with _reading(d):
         source, lines = trace.source_file(d)
-        tail = trace.torn_tail(source) if lines else None
+        tail = torn_tail(source) if lines else None
     return None if tail is None else (source, tail)
 
 
 def group_in(text: str) -> str | None:
     """The group a torn line was about, as far as its text tells (its request's group id)."""
-    import re
+    from groupcoord.adapters.replay.trace_files import torn_group
 
-    found = re.search(r'"group_?id"\s*:\s*"((?:[^"\\]|\\.)*)"', text)
-    return json.loads(f'"{found.group(1)}"') if found else None
+    return torn_group(text)
 
 
 def read(path: str | Path) -> list[Obs]:
