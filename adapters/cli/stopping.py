@@ -53,5 +53,17 @@ def interrupted(prog: str, signum: int) -> int:
     remove_unfinished()
     with contextlib.suppress(OSError, ValueError):  # a reader gone, or stdout closed
         sys.stdout.flush()
+        _bars_closed()
     print(f"{prog}: interrupted", file=sys.stderr, flush=True)
     return 128 + int(signum)
+
+
+def _bars_closed() -> None:
+    """Progress bars the stopped command still shows (``replay.progress``'s tqdm bars) are
+    closed, so that the line starts a line of its own: erased on a terminal, ended elsewhere."""
+    std = sys.modules.get("tqdm.std")
+    bars = [bar for bar in list(getattr(std.tqdm, "_instances", ())) if not bar.disable] if std else []
+    for bar in bars:
+        bar.close()
+    if bars and not sys.stderr.isatty():
+        sys.stderr.write("\n")

@@ -51,7 +51,7 @@ def run(args, prog: str = "replay_job") -> int:
     from groupcoord.adapters.replay.plain_job import plain_replay
     from groupcoord.adapters.replay.report import default_report, format_report, report_dir, report_written
     from groupcoord.adapters.replay.spark_job import spark_replay
-    from groupcoord.adapters.replay.spark_session import StageProgress, spark_session, stop_session
+    from groupcoord.adapters.replay.spark_session import StageProgress, spark_session, stopped_after
     from groupcoord.adapters.replay.trace_files import TraceError
 
     shown.show(getattr(args, "progress", None))
@@ -77,8 +77,8 @@ def run(args, prog: str = "replay_job") -> int:
             started = time.monotonic()
             # the report's temporary outlives the session: a stopped run's is removed once Spark is
             with report_written(Path(out)) as into:
-                spark = spark_session(args.master, partitions=args.partitions, verbose=args.verbose)
-                try:
+                with stopped_after(spark_session(args.master, partitions=args.partitions,
+                                                 verbose=args.verbose)) as spark:
                     _say(f"Spark {spark.sparkContext.master} up in {time.monotonic() - started:.1f} s; replaying...")
                     # --verbose: Spark's own console progress bar instead
                     with (contextlib.nullcontext() if args.verbose
@@ -86,10 +86,6 @@ def run(args, prog: str = "replay_job") -> int:
                         summary = spark_replay(spark, args.path, out, partitions=args.partitions,
                                                invariants=not args.no_invariants, recordings=recs,
                                                progress=progress, into=into)
-                except BaseException:
-                    stop_session(spark, abandoned=True)
-                    raise
-                stop_session(spark)
     except TraceError as e:
         print(f"{prog}: error: {' '.join(str(e).split())}", file=sys.stderr)
         return 2

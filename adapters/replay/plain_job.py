@@ -21,7 +21,7 @@ from groupcoord.adapters.replay.partition import (
     result_batch,
 )
 from groupcoord.adapters.replay.report import TOTALS, report_dir, report_written, summarize
-from groupcoord.adapters.replay.stopping import quiet_worker
+from groupcoord.adapters.replay.stopping import pool_results, worker_pool
 
 
 def _shard_of(group_id: str | None, shards: int) -> int:
@@ -147,10 +147,8 @@ def plain_replay(path: str, out: str, *, processes: int = 1, invariants: bool = 
             work[i].append((files, i, processes, split_files, options))
     started = time.perf_counter()
     if processes > 1:
-        import multiprocessing as mp
-
-        with mp.get_context("fork").Pool(processes, initializer=quiet_worker) as pool:
-            results = pool.map(plain_task, work)
+        with worker_pool(processes) as pool:
+            results = list(pool_results(pool, plain_task, work))
     else:
         from groupcoord.adapters.replay.progress import Progress
 

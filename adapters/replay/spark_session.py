@@ -146,7 +146,7 @@ def spark_session(master: str | None = "local[*]", app: str = "groupcoord-replay
     spark = builder.getOrCreate()
     if held and ctrl_c is not None:
         # pyspark takes Ctrl-C over (to cancel the jobs, re-entering py4j mid-call, which then
-        # logs tracebacks): it stays the command's; stop_session cancels them on the way out
+        # logs tracebacks): it stays the command's; stopped_after cancels them on the way out
         signal.signal(signal.SIGINT, ctrl_c)
     logging.getLogger().addFilter(interrupt_not_news)
     if not verbose:
@@ -161,14 +161,25 @@ def interrupt_not_news(record: logging.LogRecord) -> bool:
     return not (isinstance(exc, KeyboardInterrupt) or isinstance(getattr(exc, "__context__", None), KeyboardInterrupt))
 
 
-def stop_session(spark, abandoned: bool = False, wait_s: float = 15.0) -> None:
-    """Stop ``spark``. ``abandoned`` (the command is being stopped, or failed): its running
-    jobs are cancelled without Spark's log of the tasks it kills, and the JVM this process
-    started is ended and waited for, so that no task writes on and nothing Spark prints comes
-    after the command's last line (a JVM spark-submit started is left to spark-submit)."""
-    if not abandoned:
+@contextlib.contextmanager
+def stopped_after(spark, wait_s: float = 15.0):
+    """``spark`` stopped when the block ends. When a ``KeyboardInterrupt`` ends it (the command
+    is being stopped: Ctrl-C, SIGTERM), its running jobs are cancelled without Spark's log of
+    the tasks it kills, and the JVM this process started is ended and waited for (and
+    forgotten: a later session starts its own), so that no task writes on and nothing Spark
+    prints comes after the command's last line; a JVM spark-submit started is left to it."""
+    try:
+        yield spark
+    except KeyboardInterrupt:
+        _abandon(spark, wait_s)
+        raise
+    except BaseException:
         spark.stop()
-        return
+        raise
+    spark.stop()
+
+
+def _abandon(spark, wait_s: float) -> None:
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway
@@ -189,6 +200,7 @@ def stop_session(spark, abandoned: bool = False, wait_s: float = 15.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    SparkContext._gateway = SparkContext._jvm = None
 
 
 class StageProgress:

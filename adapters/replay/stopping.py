@@ -8,9 +8,9 @@ error, or the ``KeyboardInterrupt`` a signal becomes: the command line turns SIG
 SIGTERM into one, ``cli.stopping``). Temporaries still pending when a command is stopped are
 swept by ``remove_unfinished`` (a second signal can cut a block's own clean-up short).
 
-``quiet_worker`` starts each process of a pool: Ctrl-C in a terminal reaches every process of
-the foreground group, but only the command's main process answers it (it stops the pool); a
-worker dies of the pool's SIGTERM without a traceback.
+``worker_pool`` and ``pool_results`` are the commands' process pools: Ctrl-C in a terminal reaches
+every process of the foreground group, but only the command's main process answers it (it
+stops the pool: ``quiet_worker``), and it does so at once, not at the next result.
 
 It lives in ``replay``, the lowest wing that writes results; every wing above imports it from
 here.
@@ -71,11 +71,41 @@ def remove_unfinished() -> None:
         _unfinished.discard(tmp)
 
 
+@contextlib.contextmanager
+def worker_pool(processes: int):
+    """A pool of ``processes`` forked processes, terminated when the block ends. It is made
+    with the stop signals held, so that one arriving meanwhile is answered inside the block
+    (a pool half made is never left behind); each worker leaves Ctrl-C to the command and dies
+    of the pool's SIGTERM silently (``quiet_worker``)."""
+    import multiprocessing as mp
+
+    with _signals_held():
+        pool = mp.get_context("fork").Pool(processes, initializer=quiet_worker)
+    with pool:
+        yield pool
+
+
+def pool_results(pool, fn, items) -> Iterator:
+    """``pool.imap(fn, items)``, waited for in short steps: a signal is answered in the main
+    thread, which a wait without a timeout would hold until the next result comes."""
+    import multiprocessing as mp
+
+    it = pool.imap(fn, items)
+    while True:
+        try:
+            yield it.next(timeout=0.2)
+        except mp.TimeoutError:
+            continue
+        except StopIteration:
+            return
+
+
 def quiet_worker() -> None:
     """A pool process's initializer: Ctrl-C is the main process's to answer, SIGTERM (the
     pool stopping) ends the worker silently."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # held while the pool was made
 
 
 def _commit(tmp: Path, target: Path, stale: Callable[[str], bool]) -> None:

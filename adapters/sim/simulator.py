@@ -23,7 +23,7 @@ from pathlib import Path
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.adapters.replay.records import TraceColumns
 from groupcoord.adapters.replay.progress import Progress
-from groupcoord.adapters.replay.stopping import quiet_worker, written
+from groupcoord.adapters.replay.stopping import pool_results, worker_pool, written
 from groupcoord.adapters.sim.report import summarize
 from groupcoord.adapters.sim.workload import GroupSpec, simulate_group
 
@@ -81,10 +81,8 @@ def _simulate_into(into: Path, out: Path, *, groups: int, members: int, seed: in
     per_group: list[dict] = []
     records = 0
     if jobs > 1 and len(tasks) > 1:
-        import multiprocessing as mp
-
-        with mp.get_context("fork").Pool(jobs, initializer=quiet_worker) as pool:
-            for path, info, stats in pool.imap(_simulate_file, tasks):
+        with worker_pool(jobs) as pool:
+            for path, info, stats in pool_results(pool, _simulate_file, tasks):
                 per_group += stats
                 records += info["records"]
                 bar.advance(len(stats))
