@@ -306,8 +306,9 @@ def test_7_a_follower_syncing_after_the_leader_is_answered_invalid_request(tmp_p
     """Once the leader's SyncGroup brought every member's assignment, the mock ends the sync
     phase; a follower's SyncGroup after it is answered INVALID_REQUEST with a null assignment,
     which SyncGroup v3 cannot carry (Kafka: NONE and the follower's assignment, from Stable).
-    ``record`` cannot decode that answer, and ``verify`` holds an undecodable answer to nothing:
-    with findings 2 and 3 set aside the group conforms (a limit of the judge, reported)."""
+    ``record`` cannot decode that answer and keeps its size and first bytes; ``verify`` holds an
+    undecodable answer to diverge (every answer the spec gives decodes): with findings 2 and 3
+    set aside, that is the group's one finding."""
     member_meta = bytes.fromhex("0000000000010002743400000000")  # consumer protocol v0: topic t4
     out = tmp_path / "rec"
     with start_mock(topics=[TOPIC]) as mock:
@@ -342,9 +343,11 @@ def test_7_a_follower_syncing_after_the_leader_is_answered_invalid_request(tmp_p
             recorder.stop()
     records = _records(out)
     assert [r["response"] is None for r in records if r["api"] == "SyncGroup"] == [False, True], records
+    assert [r["undecodable"] for r in records if r["api"] == "SyncGroup"][1] == f"14 bytes: {frame[4:].hex()}"
     edited = _edited(out, tmp_path, generations_from_1)
     code, text = _verify(edited, tmp_path, capsys, *HALF_DELAY)
-    assert code == 0, text
+    assert code == 1 and "finding: SyncGroup v3 answer: decodable vs undecodable (14 bytes)" in text, text
+    assert text.count("DIVERGES") == 1, text
 
 
 def test_8_an_api_versions_request_above_v2_is_answered_in_a_layout_no_version_has(tmp_path):
