@@ -112,4 +112,4 @@ def test_scenario_trace_that_cannot_be_written_is_reported_and_the_scenario_stil
     assert f"no trace for {scenario}: cannot write the trace" in result.stderr
     assert (tmp_path / "traces" / scenario.stem).read_text() == "in the way"
     result = run("scenario", str(scenario), "--trace", str(tmp_path / "traces" / scenario.stem))
-    assert result.returncode == 2 and "--trace: cannot use" in result.stderr
+    assert result.returncode == 2 and "exists and is not a directory" in result.stderr
