@@ -57,8 +57,8 @@ def run(args, prog: str = "replay_job") -> int:
     shown.show(getattr(args, "progress", None))
     out = args.out or default_report(args.path)
     try:
-        recs = check_trace(args.path,
-                    warn=lambda text: print(f"{prog}: warning: {text}", file=sys.stderr, flush=True))
+        recs = check_trace(args.path, warn=lambda text: print(f"{prog}: warning: {text}", file=sys.stderr,
+                                                              flush=True))
         report_dir(args.path, out)
     except TraceError as e:
         print(f"{prog}: error: {' '.join(str(e).split())}", file=sys.stderr)
