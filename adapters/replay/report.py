@@ -83,11 +83,25 @@ def summarize(path, out_path: Path, recs, per: dict, by_check, first, seconds, s
                "first_findings": [{k: v for k, v in f.items() if k not in ("row_kind", *TOTALS)} for f in first],
                "groups_in_several_files": several.get("groups", 0),
                "groups_in_several_files_sample": several.get("sample", []),
-               "recordings": recordings, **extra}
+               "recordings": recordings, "torn_last_lines": _torn(recs), **extra}
     into = Path(into) if into is not None else out_path
     (into / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     (into / "summary.txt").write_text(format_report(summary) + "\n")
     return summary
+
+
+def _torn(recs) -> list[dict]:
+    """The JSON Lines files whose torn last line the readers left out, each with the group it
+    was about (None when its text cannot tell)."""
+    from groupcoord.adapters.replay.trace_files import file_format, torn_group, torn_tail
+
+    found = []
+    for r in recs:
+        for f in r.files:
+            tail = torn_tail(f) if file_format(Path(f)) == "jsonl" else None
+            if tail is not None:
+                found.append({"file": str(f), "group_id": torn_group(tail)})
+    return found
 
 
 def _unit_word(scope: str, n: int | None = None) -> str:
@@ -156,6 +170,10 @@ def format_report(summary: dict) -> str:
         sample = ", ".join(repr(g) for g in s["groups_in_several_files_sample"][:5])
         lines.append(f"{s['groups_in_several_files']:,} groups are in more than one file, though meta.json promises "
                      f"that none is (groups_span_files: false); each copy was replayed alone: {sample}")
+    for t in s.get("torn_last_lines") or []:
+        whose = f"group {t['group_id']}'s results rest" if t["group_id"] is not None else "the results rest"
+        lines.append(f"left out: {t['file']}'s torn last line (no newline, not a record); {whose} on the lines "
+                     f"before it")
     lines.append(f"report: {s['report']}/findings.parquet, summary.json, summary.txt")
     return "\n".join(lines)
 

@@ -54,3 +54,18 @@ def test_timeline_warns_once_and_draws_the_lines_before(torn, tmp_path):
     assert result.stderr.splitlines() == [f"groupcoord timeline: warning: {path}: torn last line (no newline, not a "
                                           f"record): left out; group {group}'s results rest on the lines before it"]
     assert (tmp_path / "t.html").exists()
+
+
+def test_replay_counts_it_in_its_summary(torn, tmp_path):
+    pytest.importorskip("pyarrow")
+    import json
+
+    path, _lines, group = torn
+    result = subprocess.run(CLI + ["replay", str(path), "--engine", "plain", "--out", str(tmp_path / "r")],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode in (0, 1), result.stderr
+    assert result.stderr.count("torn last line") == 1, result.stderr
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["torn_last_lines"] == [{"file": str(path), "group_id": group}]
+    assert f"left out: {path}'s torn last line (no newline, not a record); group {group}'s results rest" \
+        in result.stdout
