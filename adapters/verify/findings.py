@@ -194,6 +194,18 @@ PEERS: dict[str, str] = {
     "OffsetCommit v9 topics[].partitions[].error_code: GROUP_ID_NOT_FOUND (69) vs UNKNOWN_MEMBER_ID (25)":
         "spec/peers.md, Tansu 0.6.0 row 8",
     "JoinGroup v3 error_code: NONE (0) vs MEMBER_ID_REQUIRED (79)": "spec/peers.md, Tansu 0.6.0 row 9",
+    "OffsetFetch v7 answer: given vs none (waits)": "spec/peers.md, Tansu 0.6.0 row 10",
+    "JoinGroup v9 answer: given vs none (waits)": "spec/peers.md, Tansu 0.6.0 row 11",
+    "SyncGroup v5 answer: given vs none (waits)": "spec/peers.md, Tansu 0.6.0 row 12",
+    **{f"OffsetFetch v{v} topics[].partitions[].committed_leader_epoch: -1 vs 0": "spec/peers.md, librdkafka's "
+       "mock row 4" for v in (5, 6)},
+    'OffsetFetch v4 topics[].partitions[].metadata: "" vs null': "spec/peers.md, librdkafka's mock row 4",
+    "JoinGroup v6 answer: an answer vs the connection closed": "spec/peers.md, librdkafka's mock row 11",
+    **{f"Heartbeat v{v} error_code: UNKNOWN_MEMBER_ID (25) vs GROUP_ID_NOT_FOUND (69)": "spec/peers.md, "
+       "librdkafka's mock row 12" for v in (0, 1, 2, 4)},
+    "LeaveGroup v2 error_code: UNKNOWN_MEMBER_ID (25) vs GROUP_ID_NOT_FOUND (69)": "spec/peers.md, librdkafka's "
+                                                                                   "mock row 13",
+    "LeaveGroup v3 answer: given vs none (waits)": "spec/peers.md, librdkafka's mock row 14",
 }
 
 
