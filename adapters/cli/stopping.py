@@ -15,8 +15,10 @@ the same ``interrupted``.
 from __future__ import annotations
 
 import contextlib
+import gc
 import signal
 import sys
+import threading
 
 from groupcoord.adapters.replay.stopping import STOP_SIGNALS, remove_unfinished
 
@@ -29,16 +31,47 @@ class Interrupted(KeyboardInterrupt):
         self.signum = signum
 
 
+_collecting = False  # a garbage collection is under way
+_deferred: list[int] = []  # a signal that came during one
+
+
 def _interrupt(signum: int, _frame) -> None:
+    if _collecting:
+        # an exception raised now, inside the collection's callbacks or finalizers, would be
+        # printed and dropped ("Exception ignored in ..."): the signal is sent again after it
+        _deferred.append(signum)
+        return
     raise Interrupted(signum)
 
 
+def _collection_starts(phase: str, _info: dict) -> None:
+    global _collecting
+    if phase == "start":
+        _collecting = True
+        if gc.callbacks[-1] is not _collection_ends:  # called after every other callback
+            with contextlib.suppress(ValueError):
+                gc.callbacks.remove(_collection_ends)
+            gc.callbacks.append(_collection_ends)
+
+
+def _collection_ends(phase: str, _info: dict) -> None:
+    global _collecting
+    if phase == "stop":
+        _collecting = False
+        if _deferred:
+            signal.pthread_kill(threading.main_thread().ident, _deferred.pop())
+
+
 def take_signals() -> None:
-    """SIGINT and SIGTERM raise ``Interrupted`` in the main thread (a signal that was ignored
-    when the command started, as under ``nohup``, stays ignored)."""
+    """SIGINT and SIGTERM raise ``Interrupted`` in the main thread, never inside a garbage
+    collection (a signal that was ignored when the command started, as under ``nohup``, stays
+    ignored)."""
     for sig in STOP_SIGNALS:
         if signal.getsignal(sig) is not signal.SIG_IGN:
             signal.signal(sig, _interrupt)
+    if _collection_starts not in gc.callbacks:
+        gc.callbacks.insert(0, _collection_starts)
+        gc.callbacks.append(_collection_ends)
 
 
 def signal_of(e: KeyboardInterrupt) -> int:

@@ -11,7 +11,6 @@ crash leaves the journal, which the reader takes as it is.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -94,18 +93,21 @@ class ObservedWriter:
             return self.path
         from groupcoord.adapters.observe.parquet import write_parquet
 
+        from groupcoord.adapters.replay.stopping import written
+
         target = self.dir / PARQUET
-        write_parquet(list(_json_lines(self.path)), target)
+        with written(target) as tmp:  # the journal stays until the file is whole
+            write_parquet(list(_json_lines(self.path)), tmp)
         self.path.unlink()
         return target
 
 
 def write_meta(out_dir: str | Path, meta: dict) -> None:
     """``meta.json``, replaced whole (a reader never sees half of it)."""
-    path = Path(out_dir) / META
-    tmp = path.with_name(META + ".tmp")
-    tmp.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    from groupcoord.adapters.replay.stopping import written
+
+    with written(Path(out_dir) / META) as tmp:
+        tmp.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
 
 
 def read_meta(out_dir: str | Path) -> dict:

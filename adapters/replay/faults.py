@@ -23,7 +23,6 @@ out_of_order              two inputs swap sequence numbers                    ti
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Callable
 
@@ -230,13 +229,13 @@ def _augment(fault: str, n: int, holder: dict, held: dict, takes, visited: set) 
 
 
 def _write(src: Path, dst: Path, files: list[Path], by_file: dict) -> None:
-    """Write the copy; a directory this call created is removed again if writing fails."""
+    """Write the copy, whole or not at all (``stopping.written``: nothing is left when writing
+    fails or the command is stopped)."""
     from groupcoord.adapters.replay import trace_files as trace_io
     from groupcoord.adapters.replay.records import TraceColumns
+    from groupcoord.adapters.replay.stopping import written
 
-    created = not dst.exists()
-    dst.mkdir(parents=True, exist_ok=True)
-    try:
+    with written(dst, directory=True) as into:
         dumps = json.JSONEncoder(separators=(",", ":")).encode
         for f in files:
             cols = TraceColumns()
@@ -244,11 +243,7 @@ def _write(src: Path, dst: Path, files: list[Path], by_file: dict) -> None:
                 for r in records:
                     cols.append(r["group_id"], r["partition"], r["seq"], r["ts_ms"], r["dir"], r["type"],
                                 dumps(r["data"]))
-            trace_io.write_columns(dst / (f.relative_to(src) if src.is_dir() else f.name), cols)
+            trace_io.write_columns(into / (f.relative_to(src) if src.is_dir() else f.name), cols)
         manifest = trace_io.manifest_file(src)
         if manifest.exists():
-            (dst / trace_io.MANIFEST).write_text(manifest.read_text())
-    except BaseException:
-        if created:
-            shutil.rmtree(dst, ignore_errors=True)
-        raise
+            (into / trace_io.MANIFEST).write_text(manifest.read_text())

@@ -43,9 +43,10 @@ def log4j2_file() -> str:
     except OSError:
         current = None
     if current != LOG4J2_PROPERTIES:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(LOG4J2_PROPERTIES)
-        os.replace(tmp, path)
+        from groupcoord.adapters.replay.stopping import written
+
+        with written(path) as tmp:
+            tmp.write_text(LOG4J2_PROPERTIES)
     return str(path)
 
 

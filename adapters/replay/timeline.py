@@ -33,6 +33,7 @@ from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
 from groupcoord.adapters.replay.engine import starts_instance
 from groupcoord.adapters.replay.records import decode_event
+from groupcoord.adapters.replay.stopping import written
 
 STATE_COLORS = {"Empty": "#c8c8c8", "PreparingRebalance": "#f4a259", "CompletingRebalance": "#f6d55c",
                 "Stable": "#5bb381", "Dead": "#333333", "absent": "#ffffff"}
@@ -244,10 +245,11 @@ def render_timeline(trace: str, group_id: str, out: str) -> Path:
     fmt = out_format(out)
     tl = load_timeline(trace, group_id)
     path = Path(out)
-    if fmt == "png":
-        render_png(tl, path)
-    else:
-        path.write_text(render_html(tl))
+    with written(path) as tmp:  # whole or not at all
+        if fmt == "png":
+            render_png(tl, tmp)
+        else:
+            tmp.write_text(render_html(tl))
     return path
 
 
@@ -269,7 +271,7 @@ def render_png(tl: Timeline, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig = timeline_figure(tl)
-    fig.savefig(path)
+    fig.savefig(path, format="png")  # not from the name: it may be a temporary's
     plt.close(fig)
 
 
