@@ -81,7 +81,7 @@ def output_problem(flag: str, path: str, kind: str = "dir") -> str | None:
     target = Path(path).absolute()
     if kind == "file":
         if target.is_dir():
-            return f"{flag} {path}: is a directory, expected a file"
+            return f"{flag} {path}: is a directory"
         if target.exists():
             return None if os.access(target, os.W_OK) else f"{flag} {path}: not writable"
         if not target.parent.exists():

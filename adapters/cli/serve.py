@@ -350,16 +350,19 @@ def run_serve(args: argparse.Namespace) -> int:
 
 def _os_error_event(e: OSError, args: argparse.Namespace, server: Any = None) -> tuple:
     """(event, error line, fields) for an OSError met while starting: a file that could not be
-    written (``--trace``, ``--kafka-log``, the data directory) is named with its flag; anything
-    else is the listener's."""
+    written (``--trace`` and the meta.json beside it, ``--kafka-log``, the data directory) is
+    named with its flag; anything else is the listener's."""
     if e.filename is not None:
-        name = str(e.filename)
-        flag = next((f for f, v in (("--trace", args.trace), ("--kafka-log", args.kafka_log),
-                                    ("--data-dir", args.data_dir))
-                     if v and (name == v or name.startswith(str(Path(v)).rstrip("/") + "/")
-                               or str(Path(v).absolute()) in name)), None)
-        what = f"{flag} {name}" if flag else name
-        return "cannot_write", f"{what}: {e.strerror or e}", {"path": name}
+        name = Path(str(e.filename)).absolute()
+
+        def about(value: str | None) -> bool:
+            given = Path(value).absolute() if value else None
+            return given is not None and (name == given or given in name.parents
+                                          or (given.suffix != "" and name.parent == given.parent))
+
+        flag = next((f"{f} {v}: " for f, v in (("--trace", args.trace), ("--kafka-log", args.kafka_log),
+                                                 ("--data-dir", args.data_dir)) if about(v)), "")
+        return "cannot_write", f"{flag}{e.filename}: {e.strerror or e}", {"path": str(e.filename)}
     host = server.host if server is not None else args.host
     port = server.port if server is not None else args.port
     return "cannot_listen", f"cannot listen on {host}:{port}: {e.strerror or e}", {"host": host, "port": port}

@@ -142,14 +142,25 @@ def test_the_port_in_use_is_reported(tmp_path):
         server.stop()
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs a directory no file can be created in: /proc")
+def test_a_file_refused_while_starting_is_named_with_its_flag():
+    # /proc passes the check (a directory root may write to) but takes no new file: the start meets it
+    result = cli("serve", "--port", "0", "--storage", "memory", "--log-format", "json", "--trace", "/proc/t.jsonl",
+                 timeout=30)
+    assert result.returncode == 2
+    logged, refusal = result.stderr.splitlines()
+    assert refusal.startswith("groupcoord serve: error: --trace /proc/t.jsonl: /proc/"), refusal
+    assert json.loads(logged)["event"] == "cannot_write"
+
+
 @pytest.mark.parametrize("log_format", ["text", "json"])
 def test_a_start_up_error_is_one_refusal_line_with_its_own_event(tmp_path, log_format):
-    (tmp_path / "t.jsonl").mkdir()  # a trace file that cannot be opened: it is a directory
+    (tmp_path / "t.jsonl").mkdir()  # a trace file that cannot be written: it is a directory
     result = cli("serve", "--port", "0", "--storage", "memory", "--log-format", log_format,
                  "--trace", str(tmp_path / "t.jsonl"), timeout=30)
     assert result.returncode == 2
     lines = result.stderr.splitlines()
-    assert lines[-1] == f"groupcoord serve: error: --trace {tmp_path / 't.jsonl'}: Is a directory"
+    assert lines[-1] == f"groupcoord serve: error: --trace {tmp_path / 't.jsonl'}: is a directory"
     if log_format == "text":
         assert len(lines) == 1, result.stderr
     else:
