@@ -76,6 +76,7 @@ def run_probe(args) -> int:
     if problem:
         return fail(prog, problem)
     from groupcoord.adapters.replay.progress import Progress
+    from groupcoord.adapters.verify.findings import at_any_version
     from groupcoord.adapters.verify.run import findings_text
     from groupcoord.testing.probe import PROBED_APIS, offered_apis, probe_all
     from groupcoord.testing.systems import Unreachable
@@ -116,11 +117,14 @@ def run_probe(args) -> int:
               if run.findings else f"the broker went away after {run.examples} examples: {run.gone}", flush=True)
     took = f"seed {seed}; {time.monotonic() - started:.1f} s"
     if args.keep_going and (run.findings or run.known_met):
-        met = {}
-        for f in run.findings:  # each finding, then the same divergence met at other versions
-            met.update(dict.fromkeys([f.signature, *sorted(run.also.get(f.signature, ()))], 1))
-        print("\n".join(findings_text(met, len(run.known_met),
-                                       f"in {run.examples} examples")))
+        lines = findings_text({f.signature: 1 for f in run.findings}, len(run.known_met),
+                              f"in {run.examples} examples")
+        for n, f in enumerate(run.findings, start=1):  # met at other versions too: one line for all
+            also = run.also.get(f.signature)
+            if also:
+                versions = sorted(int(s.split(" ", 2)[1][1:]) for s in {*also, f.signature})
+                lines[n] = f"  {at_any_version(f.signature)}   # met at " + ", ".join(f"v{v}" for v in versions)
+        print("\n".join(lines))
         print(took)
     elif run.findings or run.undecided is not None or run.gone is not None:
         print(took)

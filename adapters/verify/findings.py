@@ -197,6 +197,10 @@ PEERS: dict[str, str] = {
     "OffsetFetch v7 answer: given vs none (waits)": "spec/peers.md, Tansu 0.6.0 row 10",
     "JoinGroup v9 answer: given vs none (waits)": "spec/peers.md, Tansu 0.6.0 row 11",
     "SyncGroup v5 answer: given vs none (waits)": "spec/peers.md, Tansu 0.6.0 row 12",
+    "Heartbeat v4 error_code: UNKNOWN_MEMBER_ID (25) vs REBALANCE_IN_PROGRESS (27)": "spec/peers.md, Tansu 0.6.0 "
+                                                                                      "row 13",
+    "JoinGroup v9 answer: an answer vs the connection closed": "spec/peers.md, Tansu 0.6.0 row 14",
+    'DescribeGroups v5 groups[].group_state: "Empty" vs "Assigning"': "spec/peers.md, Tansu 0.6.0 row 15",
     **{f"OffsetFetch v{v} topics[].partitions[].committed_leader_epoch: -1 vs 0": "spec/peers.md, librdkafka's "
        "mock row 4" for v in (5, 6)},
     'OffsetFetch v4 topics[].partitions[].metadata: "" vs null': "spec/peers.md, librdkafka's mock row 4",

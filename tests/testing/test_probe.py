@@ -246,3 +246,28 @@ def test_the_cli_prints_each_finding_once_and_a_list_to_paste_into_known(monkeyp
     assert main([*args, "--known", str(tmp_path / "missing.txt")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("groupcoord probe: error: --known"), err
+
+
+def test_a_finding_met_at_other_versions_is_listed_once_for_every_version(monkeypatch, tmp_path, capsys):
+    import groupcoord.testing.probe as engine
+    import groupcoord.adapters.cli.probe as cli
+
+    sig = "DeleteGroups v2 results[].error_code: GROUP_ID_NOT_FOUND (69) vs NONE (0)"
+
+    def fake(bootstrap, config, topics, *, examples, on_finding, **_):
+        run = ProbeRun(examples=examples)
+        run.findings.append(_finding(sig, 1))
+        on_finding(run.findings[-1], 1)
+        run.also[sig] = {sig.replace("v2", "v0"), sig.replace("v2", "v1")}
+        return run
+
+    async def topics(bootstrap, names):
+        return {n: 1 for n in names}
+    monkeypatch.setattr(engine, "probe_all", fake)
+    monkeypatch.setattr(engine, "offered_apis", lambda bootstrap: frozenset(engine.PROBED_APIS))
+    monkeypatch.setattr(cli, "_topics", topics)
+    assert main(["probe", "--bootstrap", "127.0.0.1:1", "--examples", "5", "--seed", "5",
+                 "--out", str(tmp_path / "o")]) == 1
+    out = capsys.readouterr().out
+    line = "DeleteGroups v* results[].error_code: GROUP_ID_NOT_FOUND (69) vs NONE (0)   # met at v0, v1, v2"
+    assert "1 distinct divergence in 5 examples:\n  " + line in out, out

@@ -287,7 +287,9 @@ def test_with_every_finding_edited_the_recording_conforms(recording, tmp_path, c
 def test_10_a_static_member_coming_back_is_added_beside_its_old_self(static_recording, tmp_path, capsys):
     """s1 comes back with an unknown member id: the mock adds it as another member (the leader's
     answers list instance s1 twice) and answers it only when a rebalance ends; Kafka replaces
-    the member of that instance id and, Stable with the protocol unchanged, answers at once."""
+    the member of that instance id and, Stable with the protocol unchanged, answers at once.
+    verify blames the first answer after s1 came back that the mock's rebalance changed (the
+    execution explaining the most answers in order: spec/verify.md, Verdicts)."""
     records = _records(static_recording)
     again = next(r for r in records if r["api"] == "JoinGroup" and r["client_id"] == "s1-again")
     listed = [sorted(m["group_instance_id"] for m in r["response"]["members"])
@@ -297,7 +299,10 @@ def test_10_a_static_member_coming_back_is_added_beside_its_old_self(static_reco
     edited = _edited(static_recording, tmp_path, generations_from_1, fetch_no_offset_as_kafka)
     code, out = _verify(edited, tmp_path, capsys, *HALF_DELAY)
     api, record = _divergence(out, edited)
-    assert code == 1 and api == "JoinGroup" and record["recv_us"] >= again["recv_us"], out
+    # the first answer the mock's extra rebalance changes: a member's heartbeat answered
+    # REBALANCE_IN_PROGRESS (the spec replaced s1 with no rebalance), or a JoinGroup after it
+    assert code == 1 and record["recv_us"] >= again["recv_us"], out
+    assert api == "JoinGroup" or (api == "Heartbeat" and "broker REBALANCE_IN_PROGRESS (27)" in out), out
 
 
 # --- by hand ----------------------------------------------------------------------------------------------------
