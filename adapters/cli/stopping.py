@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import logging
 import signal
 import sys
 import threading
@@ -35,8 +36,8 @@ _collecting = False  # a garbage collection is under way
 _deferred: list[int] = []  # a signal that came during one
 
 
-def _interrupt(signum: int, _frame) -> None:
-    if _collecting:
+def _interrupt(signum: int, frame) -> None:
+    if _collecting or (frame is not None and frame.f_code in _GC_CALLBACKS):
         # an exception raised now, inside the collection's callbacks or finalizers, would be
         # printed and dropped ("Exception ignored in ..."): the signal is sent again after it
         _deferred.append(signum)
@@ -58,8 +59,11 @@ def _collection_ends(phase: str, _info: dict) -> None:
     global _collecting
     if phase == "stop":
         _collecting = False
-        if _deferred:
-            signal.pthread_kill(threading.main_thread().ident, _deferred.pop())
+        if _deferred:  # sent from another thread: raised here, in a callback, it would be dropped again
+            threading.Timer(0.01, signal.pthread_kill, (threading.main_thread().ident, _deferred.pop())).start()
+
+
+_GC_CALLBACKS = (_collection_starts.__code__, _collection_ends.__code__)  # ours run before the flag is set
 
 
 def take_signals() -> None:
@@ -84,6 +88,8 @@ def interrupted(prog: str, signum: int) -> int:
     for sig in STOP_SIGNALS:  # the stop is under way: the same request again changes nothing
         signal.signal(sig, signal.SIG_IGN)
     remove_unfinished()
+    # tasks the interrupt ended are reported by asyncio when collected, after the line: not news
+    logging.getLogger("asyncio").disabled = True
     with contextlib.suppress(OSError, ValueError):  # a reader gone, or stdout closed
         sys.stdout.flush()
         _bars_closed()
@@ -95,8 +101,11 @@ def _bars_closed() -> None:
     """Progress bars the stopped command still shows (``replay.progress``'s tqdm bars) are
     closed, so that the line starts a line of its own: erased on a terminal, ended elsewhere."""
     std = sys.modules.get("tqdm.std")
-    bars = [bar for bar in list(getattr(std.tqdm, "_instances", ())) if not bar.disable] if std else []
+    # (a bar the signal caught half made has no ``disable`` yet: nothing drawn)
+    bars = [bar for bar in list(getattr(std.tqdm, "_instances", ())) if not getattr(bar, "disable", True)] \
+        if std else []
     for bar in bars:
-        bar.close()
+        with contextlib.suppress(Exception):
+            bar.close()
     if bars and not sys.stderr.isatty():
         sys.stderr.write("\n")

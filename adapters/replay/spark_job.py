@@ -45,14 +45,8 @@ def _one_task_per_file(spark, files):
     size = str(max(os.path.getsize(f) for f in files) + 1)
     for k in keys:
         spark.conf.set(k, size)
-    try:
+    with _put_back(spark, old):
         yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
 
 
 def default_partitions(spark) -> int:
@@ -111,13 +105,30 @@ def _shuffle_partitions(spark, n: int):
     key = "spark.sql.shuffle.partitions"
     old = spark.conf.get(key, None)
     spark.conf.set(key, str(max(1, n)))
+    with _put_back(spark, {key: old}):
+        yield
+
+
+@contextlib.contextmanager
+def _put_back(spark, old: dict):
+    """The session's settings ``old`` put back when the block ends; not when the command is
+    being stopped (a KeyboardInterrupt): the session is abandoned, and the JVM may not answer."""
     try:
         yield
-    finally:
-        if old is None:
-            spark.conf.unset(key)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        _settings(spark, old)
+        raise
+    _settings(spark, old)
+
+
+def _settings(spark, values: dict) -> None:
+    for k, v in values.items():
+        if v is None:
+            spark.conf.unset(k)
         else:
-            spark.conf.set(key, old)
+            spark.conf.set(k, v)
 
 
 def _spark_summary(spark, path, out_path, recs, findings_path, seconds, whole_file_recordings, sample, n,

@@ -135,10 +135,11 @@ def command():
 
 def assert_stopped(c: Command, sig: int, prog: str, code: int, *targets: Path) -> None:
     err = "".join(c.err)
-    assert code == 128 + sig, err[-3000:]
-    assert c.err and c.err[-1] == f"{prog}: interrupted\n", err[-3000:]
-    assert sum("interrupted" in line for line in c.err) == 1, err[-3000:]
-    assert "Traceback" not in err and "Traceback" not in "".join(c.out), err[-3000:]
+    shown = err if len(err) < 6000 else err[:3000] + "\n...\n" + err[-2000:]
+    assert code == 128 + sig, shown
+    assert c.err and c.err[-1] == f"{prog}: interrupted\n", shown
+    assert sum("interrupted" in line for line in c.err) == 1, shown
+    assert "Traceback" not in err and "Traceback" not in "".join(c.out), shown
     for target in targets:
         assert not target.exists(), target
         assert not list(target.parent.glob(f"{target.name}.tmp-*")), list(target.parent.iterdir())
