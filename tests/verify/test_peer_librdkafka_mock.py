@@ -279,6 +279,18 @@ def test_5_a_rebalance_ends_only_session_timeout_less_1_s_after_it_began(recordi
     assert "finding: JoinGroup v3 answer: sooner vs later" in out, out
 
 
+def test_keep_going_tells_what_follows_from_a_finding_apart(recording, tmp_path, capsys):
+    """With finding 1 edited and --keep-going: the members' SyncGroups and heartbeats carry the
+    generation only the mock's diverging JoinGroup answers gave (finding 2); they are told as
+    following from that finding, not counted as distinct findings."""
+    edited = _edited(recording, tmp_path, join_v3)
+    code, out = _verify(edited, tmp_path, capsys, *HALF_DELAY, "--keep-going")
+    assert code == 1 and "FOLLOWS peer: SyncGroup v3" in out, out
+    follows = [line for line in out.splitlines() if line.startswith("FOLLOWS")]
+    listed = out.split("distinct divergence")[1].split("report:")[0].splitlines()[1:]
+    assert follows and not any(line.strip().startswith(("SyncGroup", "Heartbeat")) for line in listed), out
+
+
 def test_with_every_finding_edited_the_recording_conforms(recording, tmp_path, capsys):
     code, out = _verify(_edited(recording, tmp_path, *ALL), tmp_path, capsys, *HALF_DELAY)
     assert code == 0 and "1 conform" in out, out
