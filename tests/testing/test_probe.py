@@ -198,8 +198,6 @@ def _finding(sig: str, n: int) -> ProbeFailed:
 
 def test_the_cli_prints_each_finding_once_and_a_list_to_paste_into_known(monkeypatch, tmp_path, capsys):
     """probe's text for findings (probe_all stood in for: what it found is given)."""
-    import groupcoord.testing.probe as engine
-    import groupcoord.adapters.cli.probe as cli
 
     a, b = "DeleteGroups v2 results[].error_code: GROUP_ID_NOT_FOUND (69) vs NONE (0)", "LeaveGroup v2 error_code: " \
         "UNKNOWN_MEMBER_ID (25) vs NONE (0)"
@@ -216,11 +214,7 @@ def test_the_cli_prints_each_finding_once_and_a_list_to_paste_into_known(monkeyp
                 on_finding(run.findings[-1], len(run.findings))
         return run
 
-    async def topics(bootstrap, names):
-        return {n: 1 for n in names}
-    monkeypatch.setattr(engine, "probe_all", fake)
-    monkeypatch.setattr(engine, "offered_apis", lambda bootstrap: frozenset(engine.PROBED_APIS))
-    monkeypatch.setattr(cli, "_topics", topics)
+    _stand_in(monkeypatch, fake)
     args = ["probe", "--bootstrap", "127.0.0.1:1", "--examples", "120", "--seed", "5", "--out", str(tmp_path / "o")]
     assert main(args) == 1
     out = capsys.readouterr().out
@@ -249,8 +243,6 @@ def test_the_cli_prints_each_finding_once_and_a_list_to_paste_into_known(monkeyp
 
 
 def test_a_finding_met_at_other_versions_is_listed_once_for_every_version(monkeypatch, tmp_path, capsys):
-    import groupcoord.testing.probe as engine
-    import groupcoord.adapters.cli.probe as cli
 
     sig = "DeleteGroups v2 results[].error_code: GROUP_ID_NOT_FOUND (69) vs NONE (0)"
 
@@ -261,13 +253,22 @@ def test_a_finding_met_at_other_versions_is_listed_once_for_every_version(monkey
         run.also[sig] = {sig.replace("v2", "v0"), sig.replace("v2", "v1")}
         return run
 
-    async def topics(bootstrap, names):
-        return {n: 1 for n in names}
-    monkeypatch.setattr(engine, "probe_all", fake)
-    monkeypatch.setattr(engine, "offered_apis", lambda bootstrap: frozenset(engine.PROBED_APIS))
-    monkeypatch.setattr(cli, "_topics", topics)
+    _stand_in(monkeypatch, fake)
     assert main(["probe", "--bootstrap", "127.0.0.1:1", "--examples", "5", "--seed", "5",
                  "--out", str(tmp_path / "o")]) == 1
     out = capsys.readouterr().out
     line = "DeleteGroups v* results[].error_code: GROUP_ID_NOT_FOUND (69) vs NONE (0)   # met at v0, v1, v2"
     assert "1 distinct divergence in 5 examples:\n  " + line in out, out
+
+
+def _stand_in(monkeypatch, probe_all) -> None:
+    """probe's command with ``probe_all`` in place of the engine and a broker that offers
+    every probed API and has every topic."""
+    import groupcoord.adapters.cli.probe as cli
+    import groupcoord.testing.probe as engine
+
+    async def topics(bootstrap, names):
+        return {n: 1 for n in names}
+    monkeypatch.setattr(engine, "probe_all", probe_all)
+    monkeypatch.setattr(engine, "offered_apis", lambda bootstrap: frozenset(engine.PROBED_APIS))
+    monkeypatch.setattr(cli, "_topics", topics)
