@@ -80,7 +80,7 @@ def worker_pool(processes: int):
     import multiprocessing as mp
 
     with _signals_held():
-        pool = mp.get_context("fork").Pool(processes, initializer=quiet_worker)
+        pool = mp.get_context("fork").Pool(processes, initializer=quiet_worker, initargs=(os.getpid(),))
     with pool:
         yield pool
 
@@ -100,12 +100,18 @@ def pool_results(pool, fn, items) -> Iterator:
             return
 
 
-def quiet_worker() -> None:
+def quiet_worker(command_pid: int | None = None) -> None:
     """A pool process's initializer: Ctrl-C is the main process's to answer, SIGTERM (the
     pool stopping) ends the worker silently."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # held while the pool was made
+    with contextlib.suppress(Exception):  # Linux: a worker the pool missed ends with the command
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, int(signal.SIGTERM))  # PR_SET_PDEATHSIG
+        if command_pid is not None and os.getppid() != command_pid:  # the command already gone
+            os._exit(0)
 
 
 def _commit(tmp: Path, target: Path, stale: Callable[[str], bool]) -> None:

@@ -145,6 +145,21 @@ def assert_stopped(c: Command, sig: int, prog: str, code: int, *targets: Path) -
         assert not list(target.parent.glob(f"{target.name}.tmp-*")), list(target.parent.iterdir())
         assert not list(target.parent.rglob("_temporary")), list(target.parent.rglob("*"))
     wait_until(lambda: not any(alive(p) for p in c.children), 15, "the command's processes to end")
+    # none of its processes left anywhere (a pool worker orphaned would still name its target)
+    wait_until(lambda: not [pid for t in targets for pid in naming(str(t))], 15, "no process left naming the target")
+
+
+def naming(text: str) -> list[int]:
+    """Live processes whose command line holds ``text``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().decode(errors="replace") and alive(int(entry.name)):
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
 
 
 @pytest.fixture(scope="module")
