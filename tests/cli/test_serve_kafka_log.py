@@ -57,7 +57,7 @@ def told(tmp_path_factory):
         for w in workers:
             w.stop()
         code = server.stop()
-    assert code == 0, server.log_text()
+    assert code == 143, server.log_text()  # stopped by SIGTERM
     assert not [l for l in server.lines if l.get("level") == "error"], server.log_text()
     text = path.read_text(encoding="utf-8")
     ids = {}
