@@ -184,6 +184,8 @@ def _abandon(spark, wait_s: float) -> None:
     from pyspark import SparkContext
 
     gateway = SparkContext._gateway
+    # the connections py4j closes under a JVM being ended log their socket errors: not news
+    logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
     with contextlib.suppress(Exception):  # py4j's errors: the JVM already gone
         spark.sparkContext.setLogLevel("OFF")
         spark.sparkContext.cancelAllJobs()
