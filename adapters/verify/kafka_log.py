@@ -41,7 +41,6 @@ from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, INCONCLUSIVE, 
 from groupcoord.core.states import PREPARING_REBALANCE
 
 REBALANCE_KINDS = {"prepare", "stable", "empty"}
-REMOVAL_KINDS = {"failed", "left", "removed"}
 CLIENT_KINDS = {"client-joined", "client-synced", "client-rebalancing"}
 _COORDINATOR_KINDS = {"prepare", "stable", "empty", "assign", "joins", "failed", "left", "removed"}
 # reset, unreadable and consumer-group lines are read but constrain nothing
@@ -166,7 +165,7 @@ class _Walk:
         self.findings.append(Finding(line.where, why, bug))
 
     def step(self, e: kl.Line) -> None:
-        getattr(self, "_" + {"forget": "forget_line"}.get(e.kind, e.kind.replace("-", "_")))(e)
+        getattr(self, "_" + e.kind.replace("-", "_"))(e)
 
     def _prepare(self, e: kl.Line) -> None:
         self._close_window()
@@ -324,7 +323,7 @@ class _Walk:
                               f"stretches are checked apart")
         self._forget(None)
 
-    _forget_line = _reset
+    _aside = _reset  # a line after which what was known of the group may no longer hold
 
     def _dead(self, e: kl.Line) -> None:
         self._forget(None)  # a group created again starts at generation 0

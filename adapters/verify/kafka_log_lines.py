@@ -109,15 +109,15 @@ STATEMENTS = (
                             r"(?: (?P<g4>\S+))? through|has been removed after session timeout)"),
     _s("removed", since(F27), r"Group (?P<g>.+?) removed? dynamic members who haven't joined: (?P<set>.*)$"),
     _s("load", SCALA, rf"Loading group metadata for (?P<g>.+?) with generation {_NUM}$"),
-    _s("forget", since(F28, F32), r"Loaded member .* in group (?P<g>\S+) with generation -?\d+"),
-    _s("forget", since(F4J), r"Loaded classic group (?P<g>.+?) with \d+ members\.$"),
+    _s("aside", since(F28, F32), r"Loaded member .* in group (?P<g>\S+) with generation -?\d+"),
+    _s("aside", since(F4J), r"Loaded classic group (?P<g>.+?) with \d+ members\.$"),
     _s("unload", SCALA, rf"Unloading group metadata for (?P<g>.+?) with generation {_NUM}$"),
     _s("unload", since(F4J), rf"\[GroupId=(?P<g>.+?)\] Unloading group metadata for generation {_NUM}\.$"),
     _s("dead", SCALA, rf"Group (?P<g>.+?) transitioned to Dead in generation {_NUM}$"),
     _s("dead", since(F09, F09), rf"Group (?P<g>.+?) generation {_NUM} is dead and removed$"),
     # a write of the group's metadata failed: Scala reverts the static member it was storing, the
     # Java coordinator reverts every change not yet written (its log lines stay)
-    _s("forget", ANY, r"Failed to (?:write empty metadata|persist metadata) for group (?P<g>\S+?)[: ]"),
+    _s("aside", ANY, r"Failed to (?:write empty metadata|persist metadata) for group (?P<g>\S+?)[: ]"),
     # KIP-848 consumer groups (Kafka 4.x): epochs, not generations; recognised, not modelled
     _s("consumer-group", since(F4J), r"\[GroupId (?P<g>[^\]]+)\] "),
     _s("consumer-group", since(F4J), r"\[Group (?P<g>.+?)\] (?:Dynamic|Static) Member .* has left group"),
