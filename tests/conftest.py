@@ -9,7 +9,25 @@
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, Phase, settings
+
+# The files that take longest, longest first. xdist hands each worker whole files in the order
+# collected (addopts: --no-loadscope-reorder, which would put the files with most tests first):
+# started first, a long file runs beside the short ones, which fill in around it; started last,
+# it would run alone at the end and decide the length of the whole run.
+LONGEST_FIRST = ("tla/test_tla.py", "core/test_mutation_sample.py", "verify/test_peer_librdkafka_mock.py",
+                 "replay/test_spark_replay.py", "testing/test_probe.py", "wire/test_broker_failover.py",
+                 "storage/test_crash.py", "verify/test_bugs_on_the_wire.py", "cli/test_flows.py")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    def rank(item) -> int:
+        path = item.nodeid.split("::")[0].removeprefix("tests/")
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the random order of the rest is kept
 
 settings.register_profile(
     "ci",

@@ -169,8 +169,11 @@ def _main(argv: list[str] | None) -> int:
         return _run(args)
     except KeyboardInterrupt as e:
         return stopping.interrupted(args.prog, stopping.signal_of(e))
-    except ImportError as e:  # an optional package met only now (e.g. by a Parquet trace)
-        line = missing_from(e)
+    except Exception as e:
+        stop = stopping.stop_behind(e)
+        if stop is not None:  # a library turned the interrupt into an error of its own (hypothesis does)
+            return stopping.interrupted(args.prog, stopping.signal_of(stop))
+        line = missing_from(e) if isinstance(e, ImportError) else None  # an optional package met only now
         if line is None:
             raise
         return fail(args.prog, line)

@@ -210,9 +210,11 @@ def run_trace_validation(out=print) -> CheckResult:
 
 
 def run_check(selected: list[str] | None = None, workers: int | None = None, out=print,
-              write_docs: bool = False) -> tuple[bool, list]:
+              write_docs: bool = False, keep_graph: Path | None = None) -> tuple[bool, list]:
     """``write_docs``: a full check that passes records its numbers in tla/measured.json and
-    rewrites tla/README.md's generated section from them (``adapters/tla/docs.py``)."""
+    rewrites tla/README.md's generated section from them (``adapters/tla/docs.py``).
+    ``keep_graph``: where MCGraph's state graph, once dumped, is kept (``run_mutants_command``
+    replays it again rather than run TLC for the same graph)."""
     from groupcoord.adapters.tla import docs
 
     selected = list(selected or CHECKS)
@@ -265,13 +267,17 @@ def run_check(selected: list[str] | None = None, workers: int | None = None, out
                 out("the docs are left as they were: a failing check measures nothing worth writing down")
         return ok, results
     finally:
+        if keep_graph is not None and (work / "graph.dot").exists():
+            shutil.move(work / "graph.dot", keep_graph)
         shutil.rmtree(work, ignore_errors=True)
 
 
 def run_mutants_command(names: list[str] | None = None, workers: int | None = None, out=print,
-                        every_check: bool = False, write_docs: bool = False) -> tuple[bool, list]:
+                        every_check: bool = False, write_docs: bool = False,
+                        graph: Path | None = None) -> tuple[bool, list]:
     """``write_docs``: a run of the whole catalogue records its outcome in tla/measured.json and
-    rewrites tla/README.md's mutant table from it."""
+    rewrites tla/README.md's mutant table from it. ``graph``: MCGraph's state graph as a passing
+    ``run_check`` kept it (else TLC dumps it again here)."""
     from groupcoord.adapters.tla import docs, trace_check, trace_sources
     from groupcoord.adapters.conformance.scenarios import run_file, scenario_files
     from groupcoord.adapters.tla.mutants import MUTANTS, Catch, only_property, run_mutants, violated_property
@@ -286,6 +292,8 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
     try:
         dot = work / "graph.dot"
         state: dict = {}
+        if graph is not None and graph.exists():
+            dot, state["graph"] = graph, True
 
         def scenarios(m):
             crash = None  # a scenario the core crashed in; the others may still show a mismatch

@@ -27,7 +27,7 @@ from groupcoord.adapters.checks import invariants as inv
 from groupcoord.adapters.verify import observed
 from groupcoord.adapters.verify.findings import is_known
 from groupcoord.adapters.verify.run import describe_verdict, signature_of
-from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, Settings, Verdict, verify_group
+from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, Settings, Verdict, timing_only, verify_group
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.errors import Error
 from groupcoord.testing import requests as rq
@@ -118,6 +118,7 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
         self._owner: dict[int, int] = {}  # request index -> consumer
         self._learned: set[int] = set()
         self._given: set[int] = set()  # lines whose answers diverged only as ``set_aside`` says
+        self._given_timing: set[int] = set()  # ... in their timing alone: what they say still compared
 
     # ------------------------------------------------------------------ set-up
 
@@ -337,7 +338,7 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
         settings = Settings(config=self.config, timer_tolerance_ms=self.sut.timer_tolerance_ms,
                             budget=self.verify_budget, from_birth=True)
         verdict = verify_group(self.group_id, pairs, settings, keep_going=bool(self.set_aside),
-                               given=frozenset(self._given))
+                               given=frozenset(self._given), given_timing=frozenset(self._given_timing))
         if verdict.verdict == CONFORMS:
             return
         if verdict.verdict == DIVERGES and self.set_aside:
@@ -347,7 +348,8 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
                 if found.follows is not None:  # follows from a finding before it: given, not new
                     self._given.add(found.line)
                 elif sig is not None and is_known(sig, self.set_aside):
-                    self._given.add(found.line)  # taken as given in the checks after this one too
+                    # taken as given in the checks after this one too (a late answer's timing only)
+                    (self._given_timing if timing_only(found) else self._given).add(found.line)
                     self.aside(sig)
                 else:
                     new.append(found)

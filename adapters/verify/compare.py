@@ -15,16 +15,28 @@ _IGNORED = frozenset({"throttle_time_ms", "error_message", "client_host", "autho
 
 
 class Ids:
-    """A bijection between the broker's member ids and the core's, grown as they are seen."""
+    """A bijection between the broker's member ids and the core's, grown as they are seen, and
+    how far the core's generations run ahead of the broker's (``shift``: 0 until an answer taken
+    as given shows another, as a first generation 0 does; the search goes on from the broker's
+    numbering rather than finding every later request of that generation wrong)."""
 
-    __slots__ = ("to_core", "to_obs")
+    __slots__ = ("to_core", "to_obs", "shift")
 
-    def __init__(self, to_core: dict | None = None, to_obs: dict | None = None) -> None:
+    def __init__(self, to_core: dict | None = None, to_obs: dict | None = None, shift: int = 0) -> None:
         self.to_core = dict(to_core or {})
         self.to_obs = dict(to_obs or {})
+        self.shift = shift
 
     def copy(self) -> "Ids":
-        return Ids(self.to_core, self.to_obs)
+        return Ids(self.to_core, self.to_obs, self.shift)
+
+    def core_generation(self, generation: Any) -> Any:
+        return generation + self.shift if isinstance(generation, int) and generation >= 0 else generation
+
+    def obs_generation(self, generation: Any) -> Any:
+        if isinstance(generation, int) and generation - self.shift >= 0:
+            return generation - self.shift
+        return generation
 
     def bind(self, obs_id: str, core_id: str) -> bool:
         """Bind a pair seen together; False when either is bound to another."""
@@ -44,7 +56,7 @@ class Ids:
         return self.to_obs.get(core_id, core_id)
 
     def key(self) -> tuple:
-        return tuple(sorted(self.to_core.items()))
+        return self.shift, tuple(sorted(self.to_core.items()))
 
 
 def core_fields(api: str, version: int, response) -> dict:
@@ -54,8 +66,22 @@ def core_fields(api: str, version: int, response) -> dict:
 
 
 def core_view(api: str, core: dict, ids: Ids) -> dict:
-    """The core's response (``core_fields``) as the broker's would read, in the broker's ids."""
-    return _normal(api, core, ids.obs)
+    """The core's response (``core_fields``) as the broker's would read, in the broker's ids
+    and generations."""
+    out = _normal(api, core, ids.obs)
+    if "generation_id" in out:
+        out["generation_id"] = ids.obs_generation(out["generation_id"])
+    return out
+
+
+def adopt_generation(api: str, core: dict, observed: dict | None, ids: Ids) -> None:
+    """An answer taken as given that opens a generation numbered otherwise than the core's sets
+    the shift between the two numberings."""
+    if api != "JoinGroup" or not observed or observed.get("error_code") or core.get("error_code"):
+        return
+    theirs, mine = observed.get("generation_id"), core.get("generation_id")
+    if isinstance(theirs, int) and isinstance(mine, int) and theirs >= 0 and mine >= 0:
+        ids.shift = mine - theirs
 
 
 def observed_view(api: str, response: dict) -> dict:

@@ -52,7 +52,7 @@ def settle(state: CoordinatorState, commands: list, group_id: str, observed: Cal
     if not answers:
         return state, {}, settled
     seen = [o for o in map(observed, (c.request_id for c in answers))
-            if o is not None and o.get("error_code") == 0 and o.get("generation_id") == generation]
+            if o is not None and o.get("error_code") == 0 and ids.core_generation(o.get("generation_id")) == generation]
     leaders = {ids.core(o.get("leader", "")) for o in seen}
     protocols = {o.get("protocol_name") for o in seen}
     leader, protocol = group.leader_id, group.protocol_name

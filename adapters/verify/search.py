@@ -28,8 +28,8 @@ from groupcoord.core.coordinator import Coordinator, CoordinatorState, partition
 from groupcoord.core.errors import Error
 from groupcoord.adapters.protocol import schema
 from groupcoord.adapters.protocol.translate import request_event
-from groupcoord.adapters.verify.compare import (Ids, bind_listed, bind_own_id, core_fields, core_view, differences,
-                                                observed_view)
+from groupcoord.adapters.verify.compare import (Ids, adopt_generation, bind_listed, bind_own_id, core_fields, core_view,
+                                                differences, observed_view)
 from groupcoord.adapters.verify.findings import main_mismatch, mismatches
 from groupcoord.adapters.verify.observed import Obs
 from groupcoord.adapters.verify.open_values import settle
@@ -110,25 +110,41 @@ class _Budget(Exception):
 MAX_FINDINGS_PER_GROUP = 20
 
 
+# what a divergence of timing alone says, spec's side then broker's (``mismatch``'s last two)
+_TIMING = {("given", "none (waits)"), ("none (waits)", "given"), ("later", "sooner"), ("sooner", "later")}
+
+
+def timing_only(v: Verdict) -> bool:
+    """The divergence is when the answer came, not what it said."""
+    return len(v.mismatch) == 5 and v.mismatch[2] == "answer" and tuple(v.mismatch[3:]) in _TIMING
+
+
 def verify_group(group_id: str, unit: list[Obs], settings: Settings, keep_going: bool = False,
-                 given: frozenset = frozenset()) -> Verdict:
+                 given: frozenset = frozenset(), given_timing: frozenset = frozenset()) -> Verdict:
     """The group's verdict. ``given``: trace lines whose answers are taken as given (not
-    compared, owed at no time). With ``keep_going``, a divergence's answer is then taken as given
-    too and the search runs again from the start, until it conforms, is undecided or diverges
-    at an answer already taken: the verdict is the first divergence, the later ones in ``more``."""
+    compared, owed at no time); ``given_timing``: lines whose answers' timing is (owed at no
+    time, but what they say compared whenever the spec answers). With ``keep_going``, a
+    divergence's answer is then taken as given too (its timing only, for a divergence of timing)
+    and the search runs again from the start, until it conforms, is undecided or diverges at an
+    answer already taken: the verdict is the first divergence, the later ones in ``more``."""
     positions = {o.index: p for p, o in enumerate(unit)}
     waived = {positions[line] for line in given if line in positions}
-    verdict = _Search(group_id, unit, settings, frozenset(waived)).run()
+    late = {positions[line] for line in given_timing if line in positions} - waived
+    verdict = _Search(group_id, unit, settings, frozenset(waived), frozenset(late)).run()
     if not keep_going or verdict.verdict != DIVERGES or verdict.line is None:
         return verdict
-    waived.add(positions[verdict.line])
-    more = []
-    while len(more) + 1 < MAX_FINDINGS_PER_GROUP:
-        later = _Search(group_id, unit, settings, frozenset(waived)).run()
-        if later.verdict != DIVERGES or later.line is None or positions[later.line] in waived:
+    more: list[Verdict] = []
+    found = verdict
+    while True:
+        p = positions[found.line]
+        (late if timing_only(found) and p not in late else waived).add(p)
+        late -= waived
+        if len(more) + 1 >= MAX_FINDINGS_PER_GROUP:
             break
-        more.append(later)
-        waived.add(positions[later.line])
+        found = _Search(group_id, unit, settings, frozenset(waived), frozenset(late)).run()
+        if found.verdict != DIVERGES or found.line is None or positions[found.line] in waived:
+            break
+        more.append(found)
     return _consequences(attrs.evolve(verdict, more=tuple(more)), unit, waived)
 
 
@@ -153,14 +169,25 @@ def _consequences(verdict: Verdict, unit: list[Obs], waived: set[int]) -> Verdic
         root = min((introduced[c] for c in carried), default=None)
         if root is not None:
             marked[f.line] = root
+        if timing_only(f):  # what it answered was not found wrong: it hands out nothing new
+            continue
         spec = _allowed_first(f)
+        adopted = request.api == "JoinGroup" and _opened(spec) and _opened(f.observed)  # adopt_generation's shift
         for value in _given(f.observed or {}):
+            if adopted and value[0] == "generation":
+                continue  # the search went on in the broker's numbering: requests naming it are judged
             if spec is None or value not in _given(spec):
                 introduced.setdefault(value, root if root is not None else f.line)
     if not marked:
         return verdict
     more = tuple(attrs.evolve(f, follows=marked.get(f.line)) for f in verdict.more)
     return attrs.evolve(verdict, more=more, follows=marked.get(verdict.line))
+
+
+def _opened(answer: dict | None) -> bool:
+    """A JoinGroup answer that opens a generation."""
+    return bool(answer) and not answer.get("error_code") and isinstance(answer.get("generation_id"), int) \
+        and answer["generation_id"] >= 0
 
 
 def _given(answer: dict) -> set:
@@ -204,9 +231,11 @@ def _allowed_first(f: Verdict) -> dict | None:
 
 
 class _Search:
-    def __init__(self, group_id: str, unit: list[Obs], settings: Settings, waived: frozenset = frozenset()) -> None:
+    def __init__(self, group_id: str, unit: list[Obs], settings: Settings, waived: frozenset = frozenset(),
+                 late: frozenset = frozenset()) -> None:
         self.gid, self.unit, self.settings = group_id, unit, settings
         self.waived = waived  # positions whose answers are taken as given (keep_going)
+        self.late = late  # positions whose answers' timing is taken as given, what they say compared
         self.tol = settings.timer_tolerance_ms
         self.expiration_interval_ms = max(settings.config.offsets_retention_check_interval_ms - self.tol, 1)
         self.partition = partition_for(group_id, settings.config.offsets_topic_num_partitions)
@@ -219,7 +248,7 @@ class _Search:
         # an answer that came but could not be decoded is owed too: the spec's answer, which
         # always decodes, diverges from it (``_undecodable``)
         self.owed = frozenset(p for p, o in enumerate(unit)
-                              if (o.response is not None or o.unreadable) and p not in waived)
+                              if (o.response is not None or o.unreadable) and p not in waived | late)
         self.t0_ms = min(self.recv_ms, default=0)  # times in reports: from the first request
         self.want = [None if o.response is None else observed_view(o.api, o.response) for o in unit]
         codes = set()
@@ -405,6 +434,8 @@ class _Search:
         responds = [(c.request_id, core_fields(self.unit[c.request_id].api, self.unit[c.request_id].version,
                                                 c.response)) for c in commands if isinstance(c, Respond)]
         for p, core in responds:  # own ids first: a leader's member list names members answered in the same step
+            if p in self.waived:  # keep_going: the broker's numbering of generations from here on
+                adopt_generation(self.unit[p].api, core, self.unit[p].response, ids)
             if not bind_own_id(self.unit[p].api, core, self.unit[p].response, ids) and p not in self.waived:
                 raise _Failure(p, "the member id answered is another member's", spec="a new member's id",
                                broker="another member's id")
@@ -426,7 +457,8 @@ class _Search:
             if obs.unreadable:
                 raise self._undecodable(p, got)
             if obs.response is None:
-                if obs.open_until_us is not None and event.now_ms + self.tol < obs.open_until_us // 1000:
+                if p not in self.late and obs.open_until_us is not None and \
+                        event.now_ms + self.tol < obs.open_until_us // 1000:
                     raise _Failure(p, f"the broker never answered it (still waiting at "
                                       f"{self._at(obs.open_until_us // 1000)}); the spec answers at "
                                       f"{self._at(event.now_ms)}", got, spec="given", broker="none (waits)")
@@ -435,6 +467,9 @@ class _Search:
             if got != self.want[p]:  # what differs first: a wrong answer is wrong whenever it came
                 field, spec, broker = main_mismatch(mismatches(got, self.want[p])) or ("answer", "", "")
                 raise _Failure(p, "; ".join(differences(got, self.want[p])), got, field, spec, broker)
+            if p in self.late:  # keep_going: its timing taken as given, what it says compared above
+                answered.add(p)
+                continue
             if event.now_ms > self.send_ms[p] + self.tol:
                 raise _Failure(p, f"the spec answers at {self._at(event.now_ms)}, after the broker did "
                                   f"({self._at(self.send_ms[p])})", got, spec="later", broker="sooner")
@@ -558,10 +593,13 @@ def _mid_life(unit: list[Obs]) -> Obs | None:
 
 
 def _to_core(api: str, body: dict, ids: Ids) -> dict:
-    """The request with the broker's member ids replaced by the core's."""
+    """The request with the broker's member ids and generations replaced by the core's."""
     out = dict(body)
     if "member_id" in out and isinstance(out["member_id"], str):
         out["member_id"] = ids.core(out["member_id"])
+    for field in ("generation_id", "generation_id_or_member_epoch"):
+        if field in out:
+            out[field] = ids.core_generation(out[field])
     if api == "SyncGroup":
         out["assignments"] = [{**a, "member_id": ids.core(a["member_id"])} for a in body.get("assignments", ())]
     elif api == "LeaveGroup" and "members" in body:

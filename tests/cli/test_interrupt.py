@@ -298,3 +298,24 @@ def test_record_keeps_what_it_recorded(command, tmp_path, server, sig):
     assert [json.loads(line)["api"] for line in text.splitlines()]  # every line whole
     assert json.loads((out / "meta.json").read_text())
     assert not list(tmp_path.glob("**/*.tmp*"))
+
+
+def test_an_error_raised_on_the_way_out_of_an_interrupt_is_the_interrupt():
+    """hypothesis's runner, interrupted while it sets up, fails an assertion of its own while
+    handling the interrupt: the command still stops as interrupted (seen with probe)."""
+    import signal as signals
+
+    from groupcoord.adapters.cli.stopping import Interrupted, signal_of, stop_behind
+
+    def runner():
+        try:
+            raise Interrupted(signals.SIGTERM)
+        except BaseException:
+            raise AssertionError("state._runner is not None") from None
+
+    try:
+        runner()
+    except AssertionError as e:
+        stop = stop_behind(e)
+        assert stop is not None and signal_of(stop) == signals.SIGTERM
+    assert stop_behind(ValueError("plain")) is None

@@ -28,17 +28,27 @@ def setup():
         pytest.fail(str(e))
 
 
+# Each fixture runs a whole stage (minutes alone, more beside the other tests): its own timeout.
+pytestmark = pytest.mark.timeout(1500)
+
+
 @pytest.fixture(scope="module")
-def check(setup):
+def graph(tmp_path_factory):
+    return tmp_path_factory.mktemp("tla") / "graph.dot"
+
+
+@pytest.fixture(scope="module")
+def check(setup, graph):
     lines: list[str] = []
-    ok, results = tla_cli.run_check(out=lines.append)
+    ok, results = tla_cli.run_check(out=lines.append, keep_graph=graph)
     return ok, {r.name: r for r in results}, lines
 
 
 @pytest.fixture(scope="module")
-def mutants(setup):
+def mutants(setup, check, graph):
+    """(after the check, whose state graph the mutants' graph check replays again)"""
     lines: list[str] = []
-    ok, results = tla_cli.run_mutants_command(out=lines.append)
+    ok, results = tla_cli.run_mutants_command(out=lines.append, graph=graph if check[0] else None)
     return ok, results, lines
 
 

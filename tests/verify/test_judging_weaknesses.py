@@ -4,6 +4,8 @@ that came after an answer the spec held back blames that answer, not the request
 
 from __future__ import annotations
 
+import json
+
 import attrs
 
 from groupcoord.adapters.verify.from_core import observe
@@ -63,11 +65,11 @@ def _join() -> dict:
             "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b"\x00\x01"}]}
 
 
-def test_keep_going_tells_what_only_follows_from_a_finding_apart():
+def test_keep_going_goes_on_in_the_brokers_generations_and_tells_what_only_follows_apart():
     """The broker hands out generation 2 where the spec gives 1 (both members' JoinGroup
-    answers), and the members go on with 2: their SyncGroups and heartbeats (until the rejoin
-    at line 13, where the spec gives 2 too) diverge only because of it: they follow from it
-    (``follows``) and are not counted as findings."""
+    answers), and the members go on with 2: the search adopts the broker's numbering there, so
+    their SyncGroups and heartbeats (until the rejoin at line 13) are judged as they are and
+    conform: neither findings nor consequences of one."""
     from groupcoord.adapters.verify.run import tally
 
     pairs = observe(TWO_MEMBERS, CONFIG)
@@ -86,13 +88,32 @@ def test_keep_going_tells_what_only_follows_from_a_finding_apart():
     v = verify_group("g", bumped, Settings(config=CONFIG), keep_going=True)
     assert v.verdict == DIVERGES and signature_of(v) == "JoinGroup v5 generation_id: 1 vs 2", v.detail
     found = (v, *v.more)
-    followers = [f for f in found if f.follows is not None]
-    assert followers and all(f.follows in joined and f.line in later | joined for f in followers), \
-        [(f.line, f.follows, f.detail) for f in found]
-    follow = {f.line for f in followers}
-    syncs_and_beats = {o.index for o in pairs if o.api in ("SyncGroup", "Heartbeat") and o.index in later
-                       and o.recv_us < min(x.recv_us for x in pairs if x.index == 13)}
-    assert syncs_and_beats and syncs_and_beats <= follow, (syncs_and_beats, follow)
+    rejoin = min(x.recv_us for x in pairs if x.index == 13)
+    before = {f.line for f in found if next(o for o in pairs if o.index == f.line).recv_us < rejoin}
+    assert before <= joined, [(f.line, f.follows, f.detail) for f in found]
     counts, _ = tally([v])
-    assert "JoinGroup v5 generation_id: 1 vs 2" in counts and len(counts) == len(found) - len(followers), counts
-    assert not any(k.startswith(("SyncGroup", "Heartbeat")) for k in counts), counts
+    assert "JoinGroup v5 generation_id: 1 vs 2" in counts
+
+
+def test_a_finding_whose_request_names_what_only_a_diverging_answer_gave_follows_from_it():
+    """A member id that only a diverging answer handed out (the spec's answer there an error):
+    a later finding whose request names it follows from that finding (``follows``), and is not
+    counted as a finding of its own."""
+    from groupcoord.adapters.verify.run import tally
+    from groupcoord.adapters.verify.search import Verdict, _consequences
+
+    pairs = observe(TWO_MEMBERS, CONFIG)
+    by = {o.index: o for o in pairs}
+    join, beat = by[4], by[7]
+    admitted = {**join.response, "member_id": "zz", "error_code": 0}
+    first = Verdict("g", DIVERGES, "admitted", len(pairs), 1, line=4, observed=admitted,
+                    allowed=(json.dumps({**join.response, "error_code": 25, "generation_id": -1}),),
+                    mismatch=("JoinGroup", 5, "error_code", 25, 0))
+    unit = [attrs.evolve(o, request={**o.request, "member_id": "zz"}) if o.index == 7 else o for o in pairs]
+    second = Verdict("g", DIVERGES, "unknown", len(pairs), 1, line=7, observed=beat.response,
+                     mismatch=("Heartbeat", 4, "error_code", 25, 0))
+    told = _consequences(attrs.evolve(first, more=(second,)), unit, {3, 6})
+    assert told.follows is None and told.more[0].follows == 4, told
+    counts, _ = tally([told])
+    assert list(counts) == ["JoinGroup v5 error_code: UNKNOWN_MEMBER_ID (25) vs NONE (0)"], counts
+

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import attrs
 import pytest
 
 from groupcoord.adapters.cli.main import main
@@ -110,3 +111,56 @@ def test_kafka_sources_and_peers_rows_name_what_they_point_at():
         row = where.rsplit(" row ", 1)[1]
         assert f"\n| {row} |" in peers, (sig, where)
         assert f"`{sig}`" in peers, f"spec/peers.md does not list the signature {sig}"
+
+
+def test_a_late_answer_set_aside_for_its_timing_is_still_compared(two):
+    """A finding of timing alone (the broker had not answered when the spec did) set aside
+    leaves what the answer says, once it comes, to be compared: a late answer with a wrong error
+    diverges on that error; the same answer right, only late, conforms; taken as given whole,
+    nothing of it is compared."""
+    from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, Settings, timing_only, verify_group
+
+    settings = Settings(config=CONFIG, timer_tolerance_ms=100, budget=50_000, from_birth=True)
+    hb = next(o for o in two if o.index == 7)
+    waiting = [attrs.evolve(o, response=None, send_us=None, open_until_us=o.recv_us + 3_000_000)
+               if o.index == 7 else o for o in two if o.index <= 7]
+    first = verify_group("g", waiting, settings)
+    assert first.verdict == DIVERGES and first.line == 7 and timing_only(first), first
+    late = [attrs.evolve(o, send_us=hb.recv_us + 3_000_000) if o.index == 7 else o for o in two if o.index <= 7]
+    wrong = planted(late, 7, error_code=27)
+    found = verify_group("g", wrong, settings, given_timing=frozenset({7}))
+    assert found.verdict == DIVERGES and found.line == 7 and found.mismatch[2:] == ("error_code", 0, 27), found
+    assert verify_group("g", late, settings, given_timing=frozenset({7})).verdict == CONFORMS
+    assert verify_group("g", wrong, settings, given=frozenset({7})).verdict == CONFORMS
+
+
+def _generations_from_zero(pairs: list) -> list:
+    """The recording as a broker numbering generations from 0 (Tansu 0.6) would make it: one
+    less in every answer and every request that names one."""
+    def less(body):
+        if body is None:
+            return None
+        out = dict(body)
+        for field in ("generation_id", "generation_id_or_member_epoch"):
+            if isinstance(out.get(field), int) and out[field] > 0:
+                out[field] -= 1
+        return out
+    return [attrs.evolve(o, request=less(o.request), response=less(o.response)) for o in pairs]
+
+
+def test_keep_going_goes_on_in_the_brokers_numbering_of_generations(two):
+    """A broker whose first generation is 0 diverges once there; the search then goes on with
+    the broker's numbering, so a heartbeat of that generation answered wrongly is a finding of
+    its own, not a consequence of the first, and the right answers after it conform."""
+    from groupcoord.adapters.verify.run import signature_of
+    from groupcoord.adapters.verify.search import DIVERGES, Settings, verify_group
+
+    settings = Settings(config=CONFIG, timer_tolerance_ms=100, budget=50_000, from_birth=True)
+    zero = _generations_from_zero(two)
+    first = verify_group("g", zero, settings, keep_going=True)
+    assert first.verdict == DIVERGES and signature_of(first) == "JoinGroup v5 generation_id: 1 vs 0", first
+    assert all(signature_of(f) == signature_of(first) for f in first.more), [signature_of(f) for f in first.more]
+    found = verify_group("g", planted(zero, 7, error_code=27), settings, keep_going=True)
+    heartbeat = [f for f in (found, *found.more) if f.line == 7]
+    assert len(heartbeat) == 1 and signature_of(heartbeat[0]) == HEARTBEAT and heartbeat[0].follows is None, \
+        [(f.line, signature_of(f), f.follows) for f in (found, *found.more)]

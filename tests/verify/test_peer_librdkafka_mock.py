@@ -36,7 +36,7 @@ MOCK_DELAY = ["--group.initial.rebalance.delay.ms", "3000"]
 # Kafka extends a new group's first join phase by another delay when members joined during the
 # first one (finding 3); the mock does not. Kafka with half the delay ends it where the mock did.
 HALF_DELAY = ["--group.initial.rebalance.delay.ms", "1500"]
-ATTEMPTS = 3
+ATTEMPTS = 6  # the race is the clients' own; on a busy machine it comes more often
 
 
 class _Raced(Exception):
@@ -279,16 +279,18 @@ def test_5_a_rebalance_ends_only_session_timeout_less_1_s_after_it_began(recordi
     assert "finding: JoinGroup v3 answer: sooner vs later" in out, out
 
 
-def test_keep_going_tells_what_follows_from_a_finding_apart(recording, tmp_path, capsys):
-    """With finding 1 edited and --keep-going: the members' SyncGroups and heartbeats carry the
-    generation only the mock's diverging JoinGroup answers gave (finding 2); they are told as
-    following from that finding, not counted as distinct findings."""
+def test_keep_going_goes_on_in_the_mocks_numbering_of_generations(recording, tmp_path, capsys):
+    """With finding 1 edited and --keep-going: the mock's first generation is 2 (finding 2);
+    the search adopts its numbering from that answer on, so the members' SyncGroups and
+    heartbeats of that generation are judged as they are (they conform), neither findings of
+    their own nor consequences of finding 2."""
     edited = _edited(recording, tmp_path, join_v3)
     code, out = _verify(edited, tmp_path, capsys, *HALF_DELAY, "--keep-going")
-    assert code == 1 and "FOLLOWS peer: SyncGroup v3" in out, out
-    follows = [line for line in out.splitlines() if line.startswith("FOLLOWS")]
     listed = out.split("distinct divergence")[1].split("report:")[0].splitlines()[1:]
-    assert follows and not any(line.strip().startswith(("SyncGroup", "Heartbeat")) for line in listed), out
+    assert code == 1 and any(line.strip().startswith("JoinGroup v") and "generation_id: 1 vs 2" in line
+                             for line in listed), out
+    assert not any(line.strip().startswith(("SyncGroup", "Heartbeat")) for line in listed), out
+    assert "FOLLOWS peer: SyncGroup" not in out and "FOLLOWS peer: Heartbeat" not in out, out
 
 
 def test_with_every_finding_edited_the_recording_conforms(recording, tmp_path, capsys):
