@@ -17,6 +17,8 @@ the event through ``Coordinator.handle``, checks ``adapters/checks/invariants.py
 ``emitted.py`` over the step (group, transition, commands, timers), compares the recorded outputs
 that follow with the replayed ones and runs ``adapters/checks/trace_checks.py`` over what was recorded. A unit stops at its first
 finding: after a divergence the replayed state no longer says anything about the recording.
+A unit whose records end at a JSON Lines file's torn last line of its own (``torn_ends``, told
+by the reader) takes the outputs missing from its last step for that line's: no divergence.
 
 ``stream.StreamReplayer`` runs consecutive units from column batches (what a Spark
 ``mapInArrow`` task or the plain replayer hands it); ``records`` holds ``GroupRecorder``, which
@@ -85,7 +87,8 @@ class UnitReplay:
     """Replays one unit (a group stream, or an instance recording) record by record."""
 
     def __init__(self, group_id: str | None, config: CoordinatorConfig, *, outputs: bool = True,
-                 scope: str = GROUP, check_invariants: bool = True, loads=json_loads, dumps=None) -> None:
+                 scope: str = GROUP, check_invariants: bool = True, loads=json_loads, dumps=None,
+                 torn_ends: dict | None = None) -> None:
         self.group_id = group_id
         self._json = loads
         self._dumps = dumps  # dumps(obj, default=...) -> bytes (orjson.dumps): the fast comparison
@@ -93,6 +96,10 @@ class UnitReplay:
         self.outputs = outputs
         self.scope = scope
         self.check_invariants = check_invariants
+        # (file, line) of a JSON Lines file's last record before its torn last line -> the torn
+        # line's group (None when its text cannot tell); filled by the reader, maybe after this opens
+        self.torn_ends = torn_ends
+        self._cut = False  # the unit's records end at a torn line of its own (see finish)
         self.verify_fast_path = False  # tests: also run check_commands and compare
         self.coordinator: Coordinator | None = None
         self.instances = 0
@@ -208,11 +215,23 @@ class UnitReplay:
                 if self._held is not None:
                     held, self._held = self._held, None
                     self._process(held)
+                self._cut = self._ends_at_torn_line()
                 self._close_step()
             except _Stop:
                 pass
         return UnitResult(self.group_id, self.records, self.inputs, self.n_outputs, self.instances,
                           self.skipped, self.finding)
+
+    def _ends_at_torn_line(self) -> bool:
+        """Whether the unit's last record is the last whole line of a file whose torn last line
+        was the unit's (its group, or a group its text does not tell; an instance-scoped unit is
+        the file's recording): the outputs of the last step that line held are missing, and the
+        unit's verdict rests on the lines before it."""
+        file, line = self._where[:2]
+        if not self.torn_ends or (file, line) not in self.torn_ends:
+            return False
+        group = self.torn_ends[(file, line)]
+        return self.scope != GROUP or group is None or group == self.group_id
 
     # ----------------------------------------------------------- findings
 
@@ -453,7 +472,8 @@ class UnitReplay:
             return
         self._step_event = None
         commands = self._pending
-        if self.outputs and self._first_mismatch is None and self._matched < len(commands):
+        # at a torn end the last step's missing outputs were on the line left out: no divergence
+        if self.outputs and self._first_mismatch is None and self._matched < len(commands) and not self._cut:
             self._first_mismatch = (self._matched, commands[self._matched], self._where)
         if self._first_mismatch is not None:
             self._divergence(event, commands)

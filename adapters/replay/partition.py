@@ -85,6 +85,16 @@ class PartitionReplay:
         self.totals = {"units": 0, "records": 0, "inputs": 0, "outputs": 0, "instances": 0, "skipped": 0,
                        "units_with_findings": 0}
 
+    def torn_end(self, path, key, last_line) -> None:
+        """JSON Lines file ``path``, read up to its last record at ``last_line`` (None: none),
+        named ``key`` in the rows' file column: when a torn last line follows, the unit ending
+        there may lack that line's outputs (``UnitReplay.torn_ends``). Before ``finish``."""
+        from groupcoord.adapters.replay import trace_files as trace_io
+
+        tail = trace_io.torn_tail(path) if last_line is not None else None
+        if tail is not None:
+            self.replayer.torn_ends[(key, last_line)] = trace_io.torn_group(tail)
+
     def feed(self, cols: dict, unit_keys=None) -> None:
         n = len(cols["seq"])
         self._collect(self.replayer.feed(
@@ -186,12 +196,18 @@ def read_jsonl_files(batches: Iterator) -> Iterator:
 def replay_file(path: str, options: dict) -> list[dict]:
     """Instance scope: one file is one coordinator's recording, replayed in written order;
     its result rows (findings and the file's totals)."""
-    from groupcoord.adapters.replay.trace_files import iter_batches
+    from pathlib import Path
+
+    from groupcoord.adapters.replay.trace_files import file_format, iter_batches
 
     job = PartitionReplay(options)
+    end = None  # (file, line) of the last record read
     with fewer_collections():
         for cols in iter_batches(path, batch_rows=10_000, strict=False):
             job.feed(cols, unit_keys=[path] * len(cols["seq"]))
+            end = cols["file"][-1], cols["line"][-1]
+        if end is not None and file_format(Path(path)) == "jsonl":
+            job.torn_end(path, *end)
         job.finish()
     return job.result_rows()
 

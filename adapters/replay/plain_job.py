@@ -50,9 +50,9 @@ def _plain_item(item, progress=None) -> list[dict]:
         # no group spans files: this task's files one at a time, so memory holds one file
         for i, f in enumerate(files):
             if i % shards == index:
-                _replay_sorted(job, [_read_table(f, i)], progress)
+                _replay_sorted(job, [_read_table(f, i, job)], progress)
     else:
-        tables = [_read_table(f, i) for i, f in enumerate(files)]
+        tables = [_read_table(f, i, job) for i, f in enumerate(files)]
         if shards > 1:
             tables = [_shard_rows(t, index, shards) for t in tables]
         _replay_sorted(job, tables, progress)
@@ -60,10 +60,10 @@ def _plain_item(item, progress=None) -> list[dict]:
     return job.result_rows()
 
 
-def _read_table(f, i: int):
+def _read_table(f, i: int, job: "PartitionReplay | None" = None):
     """A trace file as an Arrow table with ``file`` (the file's index in the task's list: ints
     convert to Python far faster than strings; findings get the name back) and ``line`` (the
-    row number in Parquet)."""
+    row number in Parquet). ``job`` is told where a JSON Lines file ends at a torn last line."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -80,6 +80,8 @@ def _read_table(f, i: int):
         schema = trace_io.arrow_schema().append(pa.field("file", pa.int32())).append(pa.field("line", pa.int64()))
         return schema.empty_table()
     t = pa.Table.from_batches(batches)
+    if job is not None:
+        job.torn_end(f, i, t.column("line")[-1].as_py())
     return t.set_column(t.column_names.index("file"), "file", pa.nulls(t.num_rows, pa.int32()).fill_null(i))
 
 

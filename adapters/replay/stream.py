@@ -19,10 +19,12 @@ class StreamReplayer:
     Holds the open unit across batches; ``feed`` returns the units finished so far."""
 
     def __init__(self, config: CoordinatorConfig | None = None, *, outputs: bool = True, scope: str = GROUP,
-                 check_invariants: bool = True, loads=json_loads, dumps=None) -> None:
+                 check_invariants: bool = True, loads=json_loads, dumps=None, torn_ends: dict | None = None
+                 ) -> None:
         self.config = config or CoordinatorConfig()
         self.outputs, self.scope, self.check_invariants = outputs, scope, check_invariants
         self.loads, self.dumps = loads, dumps
+        self.torn_ends = {} if torn_ends is None else torn_ends  # shared with every unit (UnitReplay)
         self.current: UnitReplay | None = None
         self._current_key = object()
 
@@ -30,7 +32,8 @@ class StreamReplayer:
 
     def _open(self, key, group_id) -> UnitReplay:
         return self.unit_class(group_id, self.config, outputs=self.outputs, scope=self.scope,
-                          check_invariants=self.check_invariants, loads=self.loads, dumps=self.dumps)
+                          check_invariants=self.check_invariants, loads=self.loads, dumps=self.dumps,
+                          torn_ends=self.torn_ends)
 
     def feed(self, v, group_id, partition, seq, ts_ms, direction, type_name, data, file=None, line=None,
              unit_keys=None) -> list[UnitResult]:
