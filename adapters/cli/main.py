@@ -10,6 +10,7 @@ from pathlib import Path
 from groupcoord.adapters.cli import parsing, stopping
 from groupcoord.adapters.cli.extras import missing_from
 from groupcoord.adapters.cli.parsing import Parser, fail, output_problem
+from groupcoord.adapters.replay.stopping import stop_behind
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,7 +171,7 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt as e:
         return stopping.interrupted(args.prog, stopping.signal_of(e))
     except Exception as e:
-        stop = stopping.stop_behind(e)
+        stop = stop_behind(e)
         if stop is not None:  # a library turned the interrupt into an error of its own (hypothesis does)
             return stopping.interrupted(args.prog, stopping.signal_of(stop))
         line = missing_from(e) if isinstance(e, ImportError) else None  # an optional package met only now

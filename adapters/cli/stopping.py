@@ -83,19 +83,6 @@ def signal_of(e: KeyboardInterrupt) -> int:
     return getattr(e, "signum", signal.SIGINT)
 
 
-def stop_behind(e: BaseException) -> KeyboardInterrupt | None:
-    """The interrupt an error was raised while handling, if any (a library that catches it and
-    fails on its own way out, as hypothesis's runner does, leaves it in the chain)."""
-    seen: set[int] = set()
-    cause: BaseException | None = e
-    while cause is not None and id(cause) not in seen:
-        if isinstance(cause, KeyboardInterrupt):
-            return cause
-        seen.add(id(cause))
-        cause = cause.__cause__ or cause.__context__
-    return None
-
-
 def interrupted(prog: str, signum: int) -> int:
     """The end of a stopped command: leftovers swept, the one line, 128 + the signal."""
     for sig in STOP_SIGNALS:  # the stop is under way: the same request again changes nothing

@@ -16,6 +16,8 @@ import threading
 import time
 from pathlib import Path
 
+from groupcoord.adapters.replay.stopping import stop_behind
+
 # Spark's own logging at WARN (spark_session, unless verbose): the driver JVM reads this
 # log4j2 configuration from its start (Spark's default profile prints a banner and, under
 # spark-submit, INFO lines); the Hadoop native-library notice is dropped.
@@ -149,7 +151,9 @@ def spark_session(master: str | None = "local[*]", app: str = "groupcoord-replay
         # pyspark takes Ctrl-C over (to cancel the jobs, re-entering py4j mid-call, which then
         # logs tracebacks): it stays the command's; stopped_after cancels them on the way out
         signal.signal(signal.SIGINT, ctrl_c)
-    logging.getLogger().addFilter(interrupt_not_news)
+    # a logger's filter sees only what is logged on it, not what its children pass up: py4j's own
+    for name in ("", "py4j", "py4j.clientserver", "py4j.java_gateway"):
+        logging.getLogger(name).addFilter(interrupt_not_news)
     if not verbose:
         spark.sparkContext.setLogLevel("WARN")
     return spark
@@ -158,8 +162,7 @@ def spark_session(master: str | None = "local[*]", app: str = "groupcoord-replay
 def interrupt_not_news(record: logging.LogRecord) -> bool:
     """A logging filter: py4j logs, on the root logger, the ``KeyboardInterrupt`` that stops a
     command while it waits for the JVM; the command's one line says it already."""
-    exc = record.exc_info[1] if record.exc_info else None
-    return not (isinstance(exc, KeyboardInterrupt) or isinstance(getattr(exc, "__context__", None), KeyboardInterrupt))
+    return stop_behind(record.exc_info[1] if record.exc_info else None) is None
 
 
 @contextlib.contextmanager

@@ -29,6 +29,19 @@ _unfinished: set[Path] = set()  # temporaries of the blocks under way
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
+def stop_behind(e: BaseException | None) -> KeyboardInterrupt | None:
+    """The interrupt ``e`` is, or was raised while handling, if any (a library that catches it
+    and fails on its own way out, as hypothesis's runner and py4j's sockets do, leaves it in the
+    chain)."""
+    seen: set[int] = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt):
+            return e
+        seen.add(id(e))
+        e = e.__cause__ or e.__context__
+    return None
+
+
 def temporary_name(target: Path) -> Path:
     """``<target>.tmp-<pid>``, beside the target (the same file system: the rename is atomic)."""
     return target.with_name(f"{target.name}.tmp-{os.getpid()}")

@@ -305,7 +305,8 @@ def test_an_error_raised_on_the_way_out_of_an_interrupt_is_the_interrupt():
     handling the interrupt: the command still stops as interrupted (seen with probe)."""
     import signal as signals
 
-    from groupcoord.adapters.cli.stopping import Interrupted, signal_of, stop_behind
+    from groupcoord.adapters.cli.stopping import Interrupted, signal_of
+    from groupcoord.adapters.replay.stopping import stop_behind
 
     def runner():
         try:
