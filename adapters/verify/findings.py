@@ -183,7 +183,7 @@ _CODES = frozenset(int(e) for e in Error)
 # that tells them.
 PEERS: dict[str, str] = {
     **{f'JoinGroup v{v} protocol_type: null vs "consumer"': "spec/peers.md, Tansu 0.6.0 row 1" for v in (7, 8, 9)},
-    "JoinGroup v7 generation_id: 1 vs 0": "spec/peers.md, Tansu 0.6.0 row 2",
+    **{f"JoinGroup v{v} generation_id: 1 vs 0": "spec/peers.md, Tansu 0.6.0 row 2" for v in (0, 1, 4, 7, 8, 9)},
     **{f"DeleteGroups v{v} results[].error_code: GROUP_ID_NOT_FOUND (69) vs NONE (0)": "spec/peers.md, Tansu 0.6.0 "
        "row 3" for v in (0, 1, 2)},
     'DescribeGroups v5 groups[].group_state: "Dead" vs "Empty"': "spec/peers.md, Tansu 0.6.0 row 4",
@@ -193,6 +193,8 @@ PEERS: dict[str, str] = {
     "LeaveGroup v2 error_code: UNKNOWN_MEMBER_ID (25) vs NONE (0)": "spec/peers.md, Tansu 0.6.0 row 7",
     "OffsetCommit v9 topics[].partitions[].error_code: GROUP_ID_NOT_FOUND (69) vs UNKNOWN_MEMBER_ID (25)":
         "spec/peers.md, Tansu 0.6.0 row 8",
+    "OffsetCommit v8 topics[].partitions[].error_code: ILLEGAL_GENERATION (22) vs UNKNOWN_MEMBER_ID (25)":
+        "spec/peers.md, Tansu 0.6.0 row 8",
     "JoinGroup v3 error_code: NONE (0) vs MEMBER_ID_REQUIRED (79)": "spec/peers.md, Tansu 0.6.0 row 9",
     "OffsetFetch v7 answer: given vs none (waits)": "spec/peers.md, Tansu 0.6.0 row 10",
     "JoinGroup v9 answer: given vs none (waits)": "spec/peers.md, Tansu 0.6.0 row 11",
@@ -201,6 +203,10 @@ PEERS: dict[str, str] = {
                                                                                       "row 13",
     "JoinGroup v9 answer: an answer vs the connection closed": "spec/peers.md, Tansu 0.6.0 row 14",
     'DescribeGroups v5 groups[].group_state: "Empty" vs "Assigning"': "spec/peers.md, Tansu 0.6.0 row 15",
+    **{f"OffsetCommit v{v} topics[].partitions[].error_code: NONE (0) vs UNKNOWN_MEMBER_ID (25)": "spec/peers.md, "
+       "Tansu 0.6.0 row 16" for v in (5, 7, 8, 9)},
+    "JoinGroup v9 error_code: MEMBER_ID_REQUIRED (79) vs INCONSISTENT_GROUP_PROTOCOL (23)": "spec/peers.md, Tansu 0.6.0 "
+                                                                                          "row 17",
     **{f"OffsetFetch v{v} topics[].partitions[].committed_leader_epoch: -1 vs 0": "spec/peers.md, librdkafka's "
        "mock row 4" for v in (5, 6)},
     'OffsetFetch v4 topics[].partitions[].metadata: "" vs null': "spec/peers.md, librdkafka's mock row 4",
