@@ -18,8 +18,9 @@ def test_bench_storage_quick_prints_json_lines_last():
     values = {l["name"]: l["value"] for l in lines}
     for name in ("sqlite_commit_ms_p50_1", "sqlite_reload_s", "sqlite_read_s"):
         assert values[name] > 0
-    # group commit: 64 connections share each fsync, so they commit several times faster than one
-    assert values["sqlite_commits_per_s_64"] > 2 * values["sqlite_commits_per_s_1"], values
+    # group commit: 64 connections share each fsync, so they commit faster than one (about 2x
+    # on an idle machine; 1.9x measured beside two other test workers: the margin is for that)
+    assert values["sqlite_commits_per_s_64"] > 1.4 * values["sqlite_commits_per_s_1"], values
     assert values["sqlite_reload_groups"] == 1_000 and values["sqlite_reload_offsets"] == 100_000
     if tansu_binary() is not None:
         assert values["broker_commits_per_s_64"] > values["broker_commits_per_s_1"], values  # pipelined

@@ -132,7 +132,8 @@ def test_sigkill_under_load_loses_no_acknowledged_commit(tmp_path):
                 time.sleep(rng.uniform(0, 0.15))  # the random kill moment (not a synchronisation)
             else:  # a moment under load: every consumer commits to this incarnation first
                 base = [w.count() for w in workers]
-                wait_until(lambda: all(w.count() > b for w, b in zip(workers, base)), 60,
+                # (a client's reconnect backoff on a busy machine can take most of a minute)
+                wait_until(lambda: all(w.count() > b for w, b in zip(workers, base)), 150,
                            lambda: f"{context}: every consumer to commit again "
                                    f"{[(w.group, w.count(), w.stderr_tail()[-300:]) for w in workers]}")
                 time.sleep(rng.uniform(0, 0.3))  # the random kill moment (not a synchronisation)
