@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+from pathlib import Path
 from typing import Iterator
 
 RESULT_FIELDS = (
@@ -77,6 +78,7 @@ class PartitionReplay:
                                        check_invariants=options.get("invariants", True), loads=json_loader(),
                                        dumps=json_dumper())
         self.file_names = file_names  # when the file column holds indices into it
+        self.replayer.torn_ends.update(options.get("torn_ends") or {})  # found on the driver (torn_ends)
         # one "unit" row per replayed group where the manifest promises that no group spans
         # files: a group found in two files (a copied file) then shows on the driver
         self.list_units = options.get("list_units", False)
@@ -223,7 +225,25 @@ def replay_files(batches: Iterator, options: list[dict]) -> Iterator:
 def recording_options(recording, invariants: bool = True) -> dict:
     meta = recording.meta
     return {"config": meta.get("config") or {}, "outputs": meta.get("outputs", True),
-            "scope": meta.get("scope", "group"), "invariants": invariants, "recording": recording.name}
+            "scope": meta.get("scope", "group"), "invariants": invariants, "recording": recording.name,
+            "torn_ends": torn_ends(recording.files)}
+
+
+def torn_ends(files) -> dict:
+    """{(file, line of its last record): the group its torn last line names, or None} for the
+    JSON Lines files that end torn (``UnitReplay.torn_ends``), found where the files are listed:
+    Spark's tasks read the records, each task only some of a file's. Only a torn file is read
+    through (for its line count)."""
+    from groupcoord.adapters.replay import trace_files as trace_io
+
+    found = {}
+    for f in files:
+        tail = trace_io.torn_tail(f) if trace_io.file_format(Path(f)) == "jsonl" else None
+        if tail is not None:
+            with open(f, "rb") as fh:
+                whole = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+            found[(str(f), whole)] = trace_io.torn_group(tail)
+    return found
 
 
 def check_trace(path: str, warn=None) -> list:

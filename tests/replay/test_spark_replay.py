@@ -105,6 +105,23 @@ def test_jsonl_trace_with_a_bad_line(spark, data, tmp_path):
         [("malformed", 8, record["group_id"])], format_report(s)
 
 
+def test_a_torn_last_output_is_not_a_divergence_on_spark(spark, data, tmp_path):
+    """As in the plain replay (tests/replay/test_torn_last_line.py): a file's torn last line
+    that held its group's last output leaves that group's verdict to the lines before it; an
+    output missing at the same place in a whole file still diverges."""
+    dst = tmp_path / "torn"
+    shutil.copytree(data[3], dst)
+    ends = [f for f in sorted(dst.glob("part-*.jsonl")) if json.loads(f.read_text().splitlines()[-1])["dir"] == "out"]
+    assert ends
+    lines = ends[0].read_text().splitlines(keepends=True)
+    ends[0].write_text("".join(lines[:-1]) + lines[-1][:len(lines[-1]) * 3 // 4])
+    s = spark_replay(spark, str(dst), str(tmp_path / "report"))
+    assert s["units_with_findings"] == 0 and s["torn_last_lines"][0]["file"] == str(ends[0]), format_report(s)
+    ends[0].write_text("".join(lines[:-1]))  # the output gone, the file whole: nothing excuses it
+    s = spark_replay(spark, str(dst), str(tmp_path / "report2"))
+    assert s["units_with_findings"] == 1 and "missing" in s["first_findings"][0]["detail"], format_report(s)
+
+
 def test_shared_recording_replays_clean(spark, tmp_path):
     from replay_helpers import shared_recording
 
