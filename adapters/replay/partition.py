@@ -225,15 +225,14 @@ def replay_files(batches: Iterator, options: list[dict]) -> Iterator:
 def recording_options(recording, invariants: bool = True) -> dict:
     meta = recording.meta
     return {"config": meta.get("config") or {}, "outputs": meta.get("outputs", True),
-            "scope": meta.get("scope", "group"), "invariants": invariants, "recording": recording.name,
-            "torn_ends": torn_ends(recording.files)}
+            "scope": meta.get("scope", "group"), "invariants": invariants, "recording": recording.name}
 
 
 def torn_ends(files) -> dict:
     """{(file, line of its last record): the group its torn last line names, or None} for the
-    JSON Lines files that end torn (``UnitReplay.torn_ends``), found where the files are listed:
-    Spark's tasks read the records, each task only some of a file's. Only a torn file is read
-    through (for its line count)."""
+    JSON Lines files that end torn (``UnitReplay.torn_ends``), for a job whose tasks each read
+    only some of a file's records (Spark, group scope; the other readers tell ``torn_end`` as
+    they reach a file's end). Only a torn file is read through (for its line count)."""
     from groupcoord.adapters.replay import trace_files as trace_io
 
     found = {}

@@ -28,6 +28,7 @@ from groupcoord.adapters.replay.partition import (
     recording_options,
     replay_batches,
     replay_files,
+    torn_ends,
 )
 from groupcoord.adapters.replay.report import TOTALS, report_dir, report_written, summarize
 
@@ -174,6 +175,7 @@ def _spark_group_recording(spark, recording, options: dict, n: int, findings_pat
               .select(*TRACE_FIELDS, F.col("_metadata.file_path").alias("file"),
                       (F.col("_metadata.row_index") + 1).alias("line")))
     else:
+        options["torn_ends"] = torn_ends(files)  # the tasks see only parts of each file
         paths = spark.createDataFrame([(str(f),) for f in files], "path string").repartition(min(n, len(files)))
         df = paths.mapInArrow(read_jsonl_files, trace_io.SPARK_SCHEMA + ", file string, line long")
     if whole_files:
