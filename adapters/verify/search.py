@@ -411,6 +411,10 @@ class _Search:
         except (schema.SchemaError, KeyError, TypeError) as e:
             raise _Failure(p, f"the request cannot be read as {obs.api} v{obs.version}: {e}", spec="unreadable",
                            broker="given") from None
+        if p in self.waived and _refused_for_an_id(obs):
+            # keep_going: the broker's state is what its refusal says, a member held pending under
+            # the id it gave, as a join of v4 or later leaves it (Kafka asks only those for an id)
+            event = attrs.evolve(event, version=4)
         child = attrs.evolve(node, fed=node.fed | {p}, path=node.path + (p,))
         return self._step(child, event)
 
@@ -573,6 +577,14 @@ class _Search:
                        excerpt=tuple(self.unit[p].index for p in path if isinstance(p, int)),
                        steps=tuple(self._words(p) for p in path),
                        mismatch=(obs.api, obs.version, f.field, f.spec, f.broker))
+
+
+def _refused_for_an_id(obs: Obs) -> bool:
+    """A new member's join of v3 or older that the broker answered MEMBER_ID_REQUIRED with an id."""
+    answer = obs.response or {}
+    return (obs.api == "JoinGroup" and obs.version < 4 and not obs.request.get("member_id")
+            and not obs.request.get("group_instance_id")
+            and answer.get("error_code") == Error.MEMBER_ID_REQUIRED and bool(answer.get("member_id")))
 
 
 def _mid_life(unit: list[Obs]) -> Obs | None:

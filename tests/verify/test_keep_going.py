@@ -164,3 +164,29 @@ def test_keep_going_goes_on_in_the_brokers_numbering_of_generations(two):
     heartbeat = [f for f in (found, *found.more) if f.line == 7]
     assert len(heartbeat) == 1 and signature_of(heartbeat[0]) == HEARTBEAT and heartbeat[0].follows is None, \
         [(f.line, signature_of(f), f.follows) for f in (found, *found.more)]
+
+
+def test_keep_going_takes_a_refused_join_as_the_refusal_left_the_group():
+    """A broker that asks a v3 join for a member id (Tansu, spec/peers.md row 9) has, by its
+    answer, a group with that member pending and none admitted: a DeleteGroups then succeeds, as
+    in Kafka after a v4 join's MEMBER_ID_REQUIRED, and only the refusal is a finding. A broker
+    that refuses the delete still diverges there."""
+    from groupcoord.core.config import CoordinatorConfig
+    from groupcoord.adapters.verify.run import signature_of
+    from groupcoord.adapters.verify.search import DIVERGES, Settings, verify_group
+    from verify_scripts import join
+
+    config = CoordinatorConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=0)
+    pairs = observe([(1000, 1, "JoinGroup", 3, join(), "c1"),
+                     (1003, 2, "DeleteGroups", 2, {"groups_names": ["g"]}, "admin")], config)
+    refused = planted(pairs, 1, error_code=79, member_id="tansu-1", generation_id=-1, leader="", members=[],
+                      protocol_name="")
+    settings = Settings(config=config, timer_tolerance_ms=300, budget=50_000, from_birth=True)
+    deleted = planted(refused, 2, results=[{"group_id": "g", "error_code": 0}])
+    v = verify_group("g", deleted, settings, keep_going=True)
+    assert v.verdict == DIVERGES and signature_of(v) == "JoinGroup v3 error_code: NONE (0) vs MEMBER_ID_REQUIRED (79)"
+    assert v.more == (), [signature_of(f) for f in v.more]
+    kept = planted(refused, 2, results=[{"group_id": "g", "error_code": 68}])
+    v = verify_group("g", kept, settings, keep_going=True)
+    assert [signature_of(f) for f in v.more] == \
+        ["DeleteGroups v2 results[].error_code: NONE (0) vs NON_EMPTY_GROUP (68)"], [signature_of(f) for f in v.more]
