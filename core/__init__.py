@@ -14,17 +14,18 @@ from .commands import (
     Write,
 )
 from .config import ConfigError, CoordinatorConfig
-from .coordinator import Coordinator, CoordinatorState
-from .draft import assemble_group
+from .coordinator import Coordinator, CoordinatorFailed, CoordinatorState
+from .classic.draft import assemble_group
 from .errors import Error
-from .model import Group, Member, OffsetEntry, Parked
+from .classic.model import Group, Member, Parked
+from .offsets import OffsetEntry
 from .partitioning import java_string_hash, partition_for
-from .states import LEGAL_PREVIOUS, GroupState
+from .classic.states import LEGAL_PREVIOUS, GroupState
 from .writes import PendingWrite
 
 __all__ = [
     "CancelPartitionTimers", "CancelTimer", "ConfigError", "Coordinator", "CoordinatorConfig",
-    "CoordinatorState", "Error", "Group", "GroupState", "LEGAL_PREVIOUS", "Member", "OffsetEntry",
+    "CoordinatorFailed", "CoordinatorState", "Error", "Group", "GroupState", "LEGAL_PREVIOUS", "Member", "OffsetEntry",
     "Parked", "PendingWrite", "Respond", "SetTimer", "Write", "assemble_group", "commands", "continuations", "events",
     "java_string_hash", "partition_for",
 ]

@@ -9,6 +9,12 @@ responses that depend on it held until WriteCompleted/WriteFailed), and timers.
 Deterministic: no clock, randomness, I/O or logging. Everything the coordinator holds is a
 frozen value (groups, members, offsets, pending writes) in plain dictionaries; ``snapshot``
 and ``restore`` move it in and out, e.g. for model checking against the TLA+ spec.
+
+An exception inside ``handle`` (a bug) may leave that state half-updated, so the instance is
+not used again: it keeps the event in ``failed``, raises ``CoordinatorFailed`` (the exception
+as its cause), and refuses every later event with ``CoordinatorFailed``. The embedder answers
+what the instance held with a retriable error and starts a new one from storage
+(spec/contract.md, "A failed instance").
 """
 
 from __future__ import annotations
@@ -23,14 +29,12 @@ from .commands import (
     DeletableGroupResult,
     DeleteGroupsResponse,
     DescribedGroup,
-    DescribedMember,
     DescribeGroupsResponse,
     ExpirationTimer,
     FindCoordinatorResponse,
     GroupTombstone,
     HeartbeatTimer,
     JoinTimer,
-    ListedGroup,
     ListGroupsResponse,
     OffsetTombstone,
     Respond,
@@ -43,11 +47,11 @@ from .continuations import DeleteResult
 from .error_responses import error_response
 from .errors import Error, translate_operation_error
 from .loading import Loading
-from .machine import GroupMachine
-from .model import Group, OffsetEntry
-from .offsets import Offsets
+from .classic.machine import GroupMachine
+from .classic.model import Group
+from .offsets import OffsetEntry, Offsets
 from .partitioning import ACTIVE, LOADING, partition_for
-from .states import DEAD, EMPTY, STABLE
+from .classic.states import DEAD, EMPTY
 from .writes import PendingWrite, Writes
 
 
@@ -65,10 +69,30 @@ class CoordinatorState:
     committed_offsets: Any = attrs.Factory(dict)  # group -> key -> (committed value, writes in flight)
 
 
+class CoordinatorFailed(Exception):
+    """``Coordinator.handle`` raised (the exception is the cause) or refused an event because
+    an earlier one raised: the instance is failed for good (``Coordinator.failed``)."""
+
+    def __init__(self, message: str, event: Any = None) -> None:
+        super().__init__(message)
+        self.event = event  # the event that failed the instance
+
+
+class _Refused(dict):
+    """A failed instance's handlers: every event is refused."""
+
+    __slots__ = ("failed",)
+
+    def __missing__(self, kind):
+        raise CoordinatorFailed(f"refused {kind.__name__}: this coordinator failed handling "
+                                f"{type(self.failed).__name__}; start a new one from storage", self.failed)
+
+
 class Coordinator(Writes, Offsets, Loading):
     def __init__(self, config: CoordinatorConfig | None = None):
         self.config = config or CoordinatorConfig()
         self.config.validate()
+        self.failed: Any = None  # the event whose handling raised; from then on every event is refused
         self._partitions: dict[int, str] = {}
         self._groups: dict[str, Group] = {}
         self._machine = GroupMachine(self.config)
@@ -108,11 +132,27 @@ class Coordinator(Writes, Offsets, Loading):
     # ------------------------------------------------------------------ the interface
 
     def handle(self, event) -> list:
-        """Apply one event; return the commands it produces, in order."""
-        self._now = event.now_ms
-        out = self._out = []
-        self._handlers[type(event)](self, event)
+        """Apply one event; return the commands it produces, in order. If applying it raises,
+        the instance is failed: CoordinatorFailed now and for every later event."""
+        try:
+            self._now = event.now_ms
+            out = self._out = []
+            self._handlers[type(event)](self, event)
+        except Exception as e:
+            if self.failed is not None:
+                raise  # refused
+            self._fail(event)
+            raise CoordinatorFailed(f"{type(e).__name__}: {e} (handling {type(event).__name__})", event) from e
+        except BaseException:  # an interrupt inside a step leaves it as half-done as an error does
+            if self.failed is None:
+                self._fail(event)
+            raise
         return out
+
+    def _fail(self, event) -> None:
+        self.failed = event
+        refused = self._handlers = _Refused()
+        refused.failed = event
 
     def group(self, group_id: str) -> Group | None:
         return self._groups.get(group_id)
@@ -265,7 +305,9 @@ class Coordinator(Writes, Offsets, Loading):
                 error = Error.NOT_COORDINATOR if status is None else Error.COORDINATOR_LOAD_IN_PROGRESS
                 described.append(DescribedGroup(group_id=gid, error_code=error))
                 continue
-            described.append(_describe(gid, self._groups.get(gid)))
+            group = self._groups.get(gid)
+            described.append(DescribedGroup(group_id=gid, group_state=DEAD.value) if group is None
+                             else group.described())
         self._respond(req.request_id, DescribeGroupsResponse(tuple(described)))
 
     def _on_list(self, req: ev.ListGroups) -> None:
@@ -275,10 +317,8 @@ class Coordinator(Writes, Offsets, Loading):
         # Kafka: states lower-cased and trimmed as Java's trim() does; types lower-cased only
         states = {s.lower().strip(_JAVA_TRIMMED) for s in req.states_filter}
         types = {t.lower() for t in req.types_filter}
-        listed = tuple(
-            ListedGroup(g.group_id, g.protocol_type or "", g.state.value)
-            for g in self._groups.values()
-            if (not states or g.state.value.lower() in states) and (not types or "classic" in types))
+        listed = tuple(g.listed() for g in self._groups.values()
+                       if (not states or g.state.value.lower() in states) and (not types or g.KIND in types))
         self._respond(req.request_id, ListGroupsResponse(Error.NONE, listed))
 
     def _on_delete_groups(self, req: ev.DeleteGroups) -> None:
@@ -365,17 +405,5 @@ class Coordinator(Writes, Offsets, Loading):
 
 _JAVA_TRIMMED = "".join(map(chr, range(0x21)))  # String.trim(): every char up to U+0020
 _EMPTY_ID_ALLOWED = (ev.OffsetCommit, ev.OffsetFetch, ev.DescribeGroups, ev.DeleteGroups)
-
-
-def _describe(group_id: str, group) -> DescribedGroup:
-    if group is None:
-        return DescribedGroup(group_id=group_id, group_state=DEAD.value)
-    stable = group.state is STABLE
-    members = tuple(
-        DescribedMember(mid, m.group_instance_id, m.client_id, m.client_host,
-                        m.metadata(group.protocol_name) if stable else b"", m.assignment)
-        for mid, m in group.members.items())
-    return DescribedGroup(group_id=group_id, group_state=group.state.value, protocol_type=group.protocol_type or "",
-                          protocol_data=group.protocol_name or "" if stable else "", members=members)
 
 

@@ -12,13 +12,14 @@ from .commands import (
     OffsetCommitRecord,
     OffsetTombstone,
 )
-from .draft import assemble_group
+from .classic.draft import assemble_group
 from .error_responses import error_like
 from .errors import Error
-from .machine import Rebalance, Unload
-from .model import Group, Member, OffsetEntry
+from .classic.machine import Rebalance, Unload
+from .classic.model import Group, Member
+from .offsets import OffsetEntry
 from .partitioning import ACTIVE, LOADING
-from .states import EMPTY, STABLE
+from .classic.states import EMPTY, STABLE
 
 
 class Loading:

@@ -22,11 +22,23 @@ from .commands import (
 from .continuations import DropSimpleGroup
 from .error_responses import error_response
 from .errors import Error
-from .model import MemberError, OffsetEntry, validate_member
+from .frozen import frozen
+from .classic.model import MemberError, validate_member
 from .partitioning import ACTIVE
-from .states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from .classic.states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 NONE = Error.NONE
+
+
+@frozen
+class OffsetEntry:
+    """A committed offset as stored (the value of Kafka's OffsetCommit record)."""
+
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_timestamp_ms: int
+    expire_timestamp_ms: int | None = None
 
 
 class Offsets:

@@ -27,7 +27,7 @@ import attrs
 from . import commands as cmd
 from . import events as ev
 from .errors import Error
-from .model import Parked
+from .classic.model import Parked
 
 VERSION = 2  # 2: timer keys and the initial-delay payload are typed values, not tuples
 FIELDS = ("v", "group_id", "partition", "seq", "ts_ms", "dir", "type", "data")

@@ -19,8 +19,8 @@ from .continuations import (
 from .error_responses import error_response
 from .errors import Error, translate_append_error, translate_operation_error
 from .frozen import evolve, frozen
-from .machine import Delete, GroupMachine, Written
-from .states import EMPTY
+from .classic.machine import Delete, GroupMachine, Written
+from .classic.states import EMPTY
 
 
 @frozen

@@ -24,7 +24,7 @@
 (*   timer commands, in the order the core emits them) and `event` the     *)
 (*   event that produced them, so responses and writes are checked too.    *)
 (*                                                                         *)
-(* The operators below follow core/joining.py, core/membership.py and      *)
+(* The operators below follow core/classic/joining.py, core/classic/membership.py and      *)
 (* core/writes.py                                                          *)
 (* step by step and keep their names; each works on a record G holding     *)
 (* the whole state plus the step's output, and returns the next one.       *)
@@ -68,7 +68,7 @@ Dead == "Dead"
 Absent == "Absent"   \* no group held: never created, rolled back or deleted (not a core state)
 GroupStates == {Empty, Preparing, Completing, Stable, Dead}
 
-\* ClassicGroupState's valid previous states (core/states.py LEGAL_PREVIOUS).
+\* ClassicGroupState's valid previous states (core/classic/states.py LEGAL_PREVIOUS).
 LegalPrevious ==
     [s \in GroupStates |->
         CASE s = Empty      -> {Preparing}

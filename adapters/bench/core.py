@@ -28,7 +28,7 @@ from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.continuations import UndoOffsets
 from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
-from groupcoord.core.model import OffsetEntry
+from groupcoord.core.offsets import OffsetEntry
 from groupcoord.core.writes import PendingWrite
 from groupcoord.adapters.bench.step_values import StepValues, builders_by_kind, run_builders
 from groupcoord.adapters.runtime.driver import Driver
@@ -283,8 +283,8 @@ def trace_inputs(trace: str, sample_records: int | None = None) -> tuple[Coordin
     simulator's), one list per group in ``seq`` order, from whole files taken in order until
     ``sample_records`` records (all of them when None); returns (config, inputs, records read)."""
     from groupcoord.adapters.replay.partition import json_loader
-    from groupcoord.adapters.replay.records import decode_event
-    from groupcoord.adapters.replay.trace_files import TraceError, coordinator_config, iter_batches, read_manifest, trace_files
+    from groupcoord.adapters.traces.records import decode_event
+    from groupcoord.adapters.traces.trace_files import TraceError, coordinator_config, iter_batches, read_manifest, trace_files
 
     meta = read_manifest(trace)
     if meta.get("scope") != "group" or meta.get("groups_span_files", True):

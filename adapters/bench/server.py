@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from groupcoord.core.consumer_protocol import encode_assignment, encode_subscription
+from groupcoord.core.classic.subscription import encode_assignment, encode_subscription
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.client.kafka_client import KafkaClient
 from groupcoord.adapters.bench.rows import print_json_rows

@@ -6,7 +6,7 @@ this module exists so the table is validated by an independent library and drawn
 
 from __future__ import annotations
 
-from groupcoord.core.states import EDGES, LEGAL_PREVIOUS, TRANSITION_CAUSES, GroupState
+from groupcoord.core.classic.states import EDGES, LEGAL_PREVIOUS, TRANSITION_CAUSES, GroupState
 
 
 def build_machine():

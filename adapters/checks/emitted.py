@@ -33,8 +33,8 @@ from groupcoord.core.commands import (
     Write,
 )
 from groupcoord.core.errors import Error
-from groupcoord.core.model import Group, Member
-from groupcoord.core.states import COMPLETING_REBALANCE, DEAD, EMPTY, STABLE
+from groupcoord.core.classic.model import Group, Member
+from groupcoord.core.classic.states import COMPLETING_REBALANCE, DEAD, EMPTY, STABLE
 
 
 # ------------------------------------------------------------------ check_commands

@@ -32,8 +32,8 @@ from groupcoord.core.commands import (
     SyncTimer,
 )
 from groupcoord.core.errors import Error
-from groupcoord.core.model import Group
-from groupcoord.core.states import COMPLETING_REBALANCE, DEAD, EMPTY, LEGAL_PREVIOUS, PREPARING_REBALANCE, STABLE
+from groupcoord.core.classic.model import Group
+from groupcoord.core.classic.states import COMPLETING_REBALANCE, DEAD, EMPTY, LEGAL_PREVIOUS, PREPARING_REBALANCE, STABLE
 
 INVARIANTS: dict[str, str] = {}
 

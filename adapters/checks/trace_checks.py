@@ -39,8 +39,8 @@ from groupcoord.core.commands import GroupMetadataRecord, GroupTombstone, JoinGr
 from groupcoord.core.errors import Error
 from groupcoord.adapters.checks.invariants import violation  # one message format for every check
 from groupcoord.adapters.checks.invariants import valid_member as _valid
-from groupcoord.core.model import Group
-from groupcoord.core.states import EMPTY
+from groupcoord.core.classic.model import Group
+from groupcoord.core.classic.states import EMPTY
 
 CHECKS: dict[str, str] = {}
 

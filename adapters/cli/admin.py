@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from groupcoord.adapters.cli.parsing import fail
-from groupcoord.core.consumer_protocol import ConsumerProtocolError, decode_assignment, group_by_topic
+from groupcoord.core.classic.subscription import ConsumerProtocolError, decode_assignment, group_by_topic
 
 # --- tables ------------------------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 from groupcoord.adapters.client.java_order import java_key
-from groupcoord.core.consumer_protocol import Assignment, ConsumerProtocolError, Subscription, TopicPartition
+from groupcoord.core.classic.subscription import Assignment, ConsumerProtocolError, Subscription, TopicPartition
 
 EAGER, COOPERATIVE = "eager", "cooperative"
 

@@ -43,7 +43,7 @@ from groupcoord.adapters.client.sticky import (
     assignment_delay,
 )
 from groupcoord.adapters.client.java_order import java_key, java_order, tp_key
-from groupcoord.core.consumer_protocol import (
+from groupcoord.core.classic.subscription import (
     DEFAULT_GENERATION,
     Assignment,
     Subscription,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from groupcoord.adapters.client.assignor_base import Assignor
 from groupcoord.adapters.client.java_order import JavaHashOrder, java_key, tp_hash
-from groupcoord.core.consumer_protocol import DEFAULT_GENERATION, TopicPartition
+from groupcoord.core.classic.subscription import DEFAULT_GENERATION, TopicPartition
 
 
 class PartitionMovements:

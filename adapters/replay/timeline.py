@@ -27,13 +27,13 @@ from pathlib import Path
 import attrs
 
 from groupcoord.core import events as ev
-from groupcoord.core.consumer_protocol import ConsumerProtocolError, decode_assignment
+from groupcoord.core.classic.subscription import ConsumerProtocolError, decode_assignment
 from groupcoord.core.commands import HeartbeatTimer, JoinGroupResponse, LeaveGroupResponse, Respond
 from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
 from groupcoord.adapters.replay.engine import starts_instance
-from groupcoord.adapters.replay.records import decode_event
-from groupcoord.adapters.replay.stopping import written
+from groupcoord.adapters.traces.records import decode_event
+from groupcoord.adapters.traces.stopping import written
 
 STATE_COLORS = {"Empty": "#c8c8c8", "PreparingRebalance": "#f4a259", "CompletingRebalance": "#f6d55c",
                 "Stable": "#5bb381", "Dead": "#333333", "absent": "#ffffff"}
@@ -199,7 +199,7 @@ def load_timeline(trace: str, group_id: str) -> Timeline:
     recording (the group's records), or one file of an instance-scoped recording (a shared
     coordinator's, replayed whole in written order). TraceError when no recording, or more
     than one, holds the group (then naming them: pass one of them)."""
-    from groupcoord.adapters.replay import trace_files as trace_io
+    from groupcoord.adapters.traces import trace_files as trace_io
 
     holding = []  # (recording, files)
     known: list[str] = []

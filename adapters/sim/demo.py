@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.core.consumer_protocol import encode_assignment, encode_subscription
+from groupcoord.core.classic.subscription import encode_assignment, encode_subscription
 from groupcoord.adapters.runtime.driver import Driver
 from groupcoord.core.errors import Error
 from groupcoord.adapters.protocol.translate import request_event

@@ -16,8 +16,8 @@ from groupcoord.core.commands import GroupMetadataRecord, Write
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator, partition_for
 from groupcoord.core.errors import Error
-from groupcoord.adapters.replay.records import GroupRecorder, TraceColumns
-from groupcoord.core.states import STABLE
+from groupcoord.adapters.traces.records import GroupRecorder, TraceColumns
+from groupcoord.core.classic.states import STABLE
 from groupcoord.adapters.runtime.runner import CommandRunner
 from groupcoord.adapters.runtime.timers import TimerTable
 

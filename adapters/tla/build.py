@@ -30,7 +30,7 @@ from groupcoord.core import continuations as cont
 from groupcoord.core.errors import Error
 from groupcoord.core import CoordinatorState, Group, Member, Parked, PendingWrite, assemble_group
 from groupcoord.core.frozen import evolve
-from groupcoord.core.states import GroupState
+from groupcoord.core.classic.states import GroupState
 
 from groupcoord.adapters.tla import offsets, storage
 from groupcoord.adapters.tla.values import F, MV, fn

@@ -24,7 +24,7 @@ from typing import Any
 
 import attrs
 
-from groupcoord.core.states import EDGES, GroupState, edges_between
+from groupcoord.core.classic.states import EDGES, GroupState, edges_between
 from groupcoord.core import events as ev
 from groupcoord.core.coordinator import Coordinator
 

@@ -2,7 +2,7 @@
 that catches each (``groupcoord tla mutants``; catalogue in tla/README.md).
 
 A core mutant is applied at run time only: the source of one or more methods of
-the group machine (``groupcoord.core.machine.GroupMachine`` and the ``Membership`` and
+the group machine (``groupcoord.core.classic.machine.GroupMachine`` and the ``Membership`` and
 ``Joining`` parts it extends) is edited in memory, compiled in the module's namespace and set on the class; ``applied`` restores the originals.
 The source tree is never written. A spec mutant is a text edit of a copy of tla/ (tla_run's
 ``replace``).
@@ -34,7 +34,7 @@ from typing import Callable
 
 import attrs
 
-from groupcoord.core import machine
+from groupcoord.core.classic import machine
 from groupcoord.core.coordinator import Coordinator
 
 

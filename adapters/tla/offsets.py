@@ -21,7 +21,7 @@ from groupcoord.core.commands import (
 )
 from groupcoord.core.continuations import DropSimpleGroup, UndoOffsets
 from groupcoord.core.errors import Error
-from groupcoord.core.model import OffsetEntry
+from groupcoord.core.offsets import OffsetEntry
 
 from groupcoord.adapters.tla.values import F, OutOfModel, fn
 

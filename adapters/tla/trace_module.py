@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from groupcoord.core.consumer_protocol import subscription_topics
-from groupcoord.core.draft import java_hashmap_order
+from groupcoord.core.classic.subscription import subscription_topics
+from groupcoord.core.classic.draft import java_hashmap_order
 from groupcoord.adapters.tla.model import sbytes
 from groupcoord.adapters.tla.run import TLA_DIR
 from groupcoord.adapters.tla.trace import Trace

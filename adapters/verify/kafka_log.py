@@ -38,7 +38,7 @@ import attrs
 
 from groupcoord.adapters.verify import kafka_log_lines as kl
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, INCONCLUSIVE, Verdict
-from groupcoord.core.states import PREPARING_REBALANCE
+from groupcoord.core.classic.states import PREPARING_REBALANCE
 
 REBALANCE_KINDS = {"prepare", "stable", "empty"}
 CLIENT_KINDS = {"client-joined", "client-synced", "client-rebalancing"}
@@ -59,7 +59,7 @@ class LogRead:
 
 
 def read_logs(paths) -> LogRead:
-    from groupcoord.adapters.replay.progress import Progress
+    from groupcoord.adapters.traces.progress import Progress
 
     events, unknown, total, comments = [], [], 0, 0
     progress = Progress("verify --kafka-log", unit="lines")

@@ -17,10 +17,10 @@ from typing import Callable
 
 from groupcoord.core.commands import JoinGroupResponse, Respond
 from groupcoord.core.coordinator import CoordinatorState
-from groupcoord.core.draft import subscribed_topics
+from groupcoord.core.classic.draft import subscribed_topics
 from groupcoord.core.errors import Error
 from groupcoord.core.frozen import evolve
-from groupcoord.core.joining import member_list
+from groupcoord.core.classic.joining import member_list
 from groupcoord.adapters.verify.compare import Ids
 
 

@@ -16,7 +16,7 @@ from groupcoord.adapters.bench.core import (
 from groupcoord.core import commands as c
 from groupcoord.core import events as ev
 from groupcoord.core.continuations import UndoOffsets
-from groupcoord.core.model import OffsetEntry
+from groupcoord.core.offsets import OffsetEntry
 from groupcoord.core.writes import PendingWrite
 
 

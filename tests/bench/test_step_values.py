@@ -7,7 +7,8 @@ from groupcoord.adapters.bench.core import _heartbeat, run_inputs, simulated_inp
 from groupcoord.adapters.bench.step_values import StepValues, builders_by_kind, run_builders
 from groupcoord.core import commands as c
 from groupcoord.core import events as ev
-from groupcoord.core.model import Group, OffsetEntry
+from groupcoord.core.classic.model import Group
+from groupcoord.core.offsets import OffsetEntry
 from groupcoord.core.writes import PendingWrite
 
 

@@ -10,7 +10,7 @@ import pytest
 from transitions import MachineError
 
 from groupcoord.adapters.checks.diagram import build_machine, mermaid, render_states_md
-from groupcoord.core.states import LEGAL_PREVIOUS, TRANSITION_CAUSES, GroupState, is_legal
+from groupcoord.core.classic.states import LEGAL_PREVIOUS, TRANSITION_CAUSES, GroupState, is_legal
 from paths import ROOT
 
 STATES_MD = ROOT / "spec" / "states.md"

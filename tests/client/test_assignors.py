@@ -6,7 +6,7 @@ import pytest
 from groupcoord.adapters.client import assignors as a
 from groupcoord.adapters.client.java_order import java_order
 from groupcoord.core import java_string_hash
-from groupcoord.core.consumer_protocol import subscription_topics
+from groupcoord.core.classic.subscription import subscription_topics
 
 
 def tp(name: str) -> tuple[str, int]:

@@ -1,10 +1,10 @@
-"""Every edge of the state table (core/states.py) is taken by some conformance scenario, and no
+"""Every edge of the state table (core/classic/states.py) is taken by some conformance scenario, and no
 scenario takes a transition the table lacks."""
 
-from groupcoord.adapters.conformance import scenarios as conformance
+from groupcoord.adapters.scenarios import runner as conformance
 from groupcoord.adapters.runtime.driver import Driver
 from groupcoord.core import events as ev
-from groupcoord.core.states import DEAD, EDGES, edges_between
+from groupcoord.core.classic.states import DEAD, EDGES, edges_between
 from paths import SUITE
 from scenario_hooks import observe_scenario_drivers
 

@@ -69,7 +69,7 @@ from groupcoord.core.commands import (
     SyncTimer,
 )
 from groupcoord.core.errors import Error
-from groupcoord.core.states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
+from groupcoord.core.classic.states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 # Kafka's CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS (a constant, not a setting).
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000

@@ -8,8 +8,8 @@ import struct
 
 import pytest
 
-from groupcoord.core import consumer_protocol as cp
-from groupcoord.core.consumer_protocol import Assignment, ConsumerProtocolError, Subscription
+from groupcoord.core.classic import subscription as cp
+from groupcoord.core.classic.subscription import Assignment, ConsumerProtocolError, Subscription
 
 
 # ------------------------------------------------------------------ the consumer protocol's bytes
@@ -311,7 +311,7 @@ def test_the_type_registry_is_every_event_command_and_timer_key():
     import attrs
 
     from groupcoord.core import commands as cmd, events as ev, trace
-    from groupcoord.core.model import Parked
+    from groupcoord.core.classic.model import Parked
 
     expected = {name: value for module in (ev, cmd) for name, value in vars(module).items()
                 if isinstance(value, type) and attrs.has(value) and value.__module__ == module.__name__}
@@ -456,7 +456,7 @@ def test_java_string_hash_is_string_hashcode_over_utf16_units():
 
 
 def test_an_event_crossing_preparing_rebalance_takes_both_edges_or_none():
-    from groupcoord.core.states import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
+    from groupcoord.core.classic.states import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
                                         edges_between)
 
     assert edges_between(STABLE, PREPARING_REBALANCE) == ((STABLE, PREPARING_REBALANCE),)
@@ -895,8 +895,8 @@ def test_a_group_loads_as_its_record_says():
 
 
 def test_assemble_group_sets_the_fields_it_is_given():
-    from groupcoord.core.draft import assemble_group
-    from groupcoord.core.model import Group, Member
+    from groupcoord.core.classic.draft import assemble_group
+    from groupcoord.core.classic.model import Group, Member
 
     member = Member("m", None, "c", "/h", 10, 10, "consumer", (("range", cp.encode_subscription(["t"])),))
     group = assemble_group(Group("g", 0, protocol_type="consumer", protocol_name="range", leader_id="m"), [member],
@@ -1067,7 +1067,7 @@ def _persisted(group):
 
 def test_a_reload_gives_back_the_groups_and_offsets_the_records_hold():
     from groupcoord.core import events as ev
-    from groupcoord.core.model import OffsetEntry
+    from groupcoord.core.offsets import OffsetEntry
 
     d = _driver()
     subscription = cp.encode_subscription(["t"])

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from groupcoord.core import commands as c
-from groupcoord.core import consumer_protocol as cp
+from groupcoord.core.classic import subscription as cp
 from groupcoord.core import events as ev
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.core.coordinator import Coordinator
+from groupcoord.core.coordinator import Coordinator, CoordinatorFailed
 from groupcoord.core.errors import Error
 from test_mutation_kills import _commit, _delete_offset, _driver, _join, _latest, _record, _settle, _stable, _sync
 
@@ -44,9 +44,9 @@ def test_the_session_timeout_bounds_may_be_equal_but_not_crossed():
 
 
 def test_broken_invariants_and_member_errors_say_what_they_are():
-    from groupcoord.core.draft import GroupDraft
-    from groupcoord.core.model import Group, Member, MemberError
-    from groupcoord.core.states import STABLE, IllegalTransition
+    from groupcoord.core.classic.draft import GroupDraft
+    from groupcoord.core.classic.model import Group, Member, MemberError
+    from groupcoord.core.classic.states import STABLE, IllegalTransition
 
     assert str(MemberError(Error.FENCED_INSTANCE_ID)) == "FENCED_INSTANCE_ID"
     member = Member("m", "i", "c", "/h", 10, 10, "consumer", (("range", b"r"),))
@@ -64,8 +64,8 @@ def test_broken_invariants_and_member_errors_say_what_they_are():
 
 
 def test_the_draft_keeps_its_awaiting_join_count_and_pending_sync_on_removal():
-    from groupcoord.core.draft import GroupDraft
-    from groupcoord.core.model import Group, Member, Parked
+    from groupcoord.core.classic.draft import GroupDraft
+    from groupcoord.core.classic.model import Group, Member, Parked
 
     draft = GroupDraft(Group("g", 0))
     for n in range(3):
@@ -127,7 +127,7 @@ def _java_hashmap_iteration(keys: list[str]) -> list[str]:
     [f"p{n}" for n in range(25)],
 ])
 def test_votes_are_iterated_as_javas_hashmap_does(keys):
-    from groupcoord.core.draft import java_hashmap_order
+    from groupcoord.core.classic.draft import java_hashmap_order
 
     assert java_hashmap_order(list(keys)) == _java_hashmap_iteration(keys)
 
@@ -305,8 +305,9 @@ def test_loading_replays_tombstones_and_refuses_what_is_not_a_record():
                c.OffsetTombstone("none", "t", 0))  # a tombstone of a group without offsets
     coordinator.handle(ev.LoadPartition(now_ms=0, partition=0, records=records))
     assert set(coordinator.offsets("g")) == {("t", 1)} and coordinator.group("none") is None
-    with pytest.raises(TypeError, match="^not a coordinator record: 'junk'$"):
+    with pytest.raises(CoordinatorFailed, match=r"^TypeError: not a coordinator record: 'junk' \(handling LoadPartition\)$") as e:
         _coordinator().handle(ev.LoadPartition(now_ms=0, partition=0, records=("junk",)))
+    assert type(e.value.__cause__) is TypeError and str(e.value.__cause__) == "not a coordinator record: 'junk'"
 
 
 def test_loading_arms_the_heartbeats_of_groups_recorded_after_a_simple_group():
@@ -423,7 +424,7 @@ def test_each_transition_stamps_the_groups_state_time():
 
 
 def test_parked_requests_keep_their_version_and_members_are_no_longer_new_once_joined():
-    from groupcoord.core.model import Parked
+    from groupcoord.core.classic.model import Parked
 
     d = _driver()
     first = _join(d, version=3)
@@ -447,7 +448,7 @@ def test_parked_requests_keep_their_version_and_members_are_no_longer_new_once_j
 
 
 def test_a_replaced_static_member_keeps_its_parked_join_version_and_is_not_new():
-    from groupcoord.core.model import Parked
+    from groupcoord.core.classic.model import Parked
 
     d = _driver()
     _stable(d, instance="i")

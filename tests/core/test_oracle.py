@@ -7,9 +7,9 @@ import pytest
 
 import oracle
 from groupcoord.adapters.runtime.driver import Driver
-from groupcoord.core import joining
+from groupcoord.core.classic import joining
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.core.draft import GroupDraft
+from groupcoord.core.classic.draft import GroupDraft
 from groupcoord.core.errors import Error
 from groupcoord.core.partitioning import partition_for
 

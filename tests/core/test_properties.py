@@ -35,9 +35,9 @@ import pytest
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from groupcoord.adapters.conformance import scenarios as conformance
+from groupcoord.adapters.scenarios import runner as conformance
 from groupcoord.adapters.replay.plain_job import plain_replay
-from groupcoord.adapters.replay.trace_files import InstanceRecorder
+from groupcoord.adapters.traces.trace_files import InstanceRecorder
 from groupcoord.core import events as ev
 from groupcoord.adapters.checks import emitted
 from groupcoord.adapters.checks import invariants as inv
@@ -56,11 +56,11 @@ from groupcoord.core.commands import (
 )
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator
-from groupcoord.core.consumer_protocol import encode_subscription
+from groupcoord.core.classic.subscription import encode_subscription
 from groupcoord.adapters.runtime.driver import Driver
 from groupcoord.core.errors import Error
-from groupcoord.core.model import Group, Member, Parked
-from groupcoord.core.states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from groupcoord.core.classic.model import Group, Member, Parked
+from groupcoord.core.classic.states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 from groupcoord.adapters.protocol.translate import request_event
 from groupcoord.testing import strategies as gs
 from oracle import KafkaOracle

@@ -15,7 +15,7 @@ from groupcoord.adapters.verify.from_core import observe
 from groupcoord.adapters.verify.observed import split
 from groupcoord.adapters.verify.search import CONFORMS, Settings, verify_group
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.core.consumer_protocol import decode_subscription
+from groupcoord.core.classic.subscription import decode_subscription
 from groupcoord.testing import strategies as gs
 from groupcoord.testing.machine import CoordinatorStateMachine, Divergence, Inconclusive
 from groupcoord.testing.systems import CoreSystem, Sent

@@ -216,7 +216,7 @@ def test_a_crash_does_not_stop_a_mutants_checks():
 
 
 def test_a_core_that_raises_is_a_crash_in_a_scenario():
-    from groupcoord.adapters.conformance.scenarios import run_file
+    from groupcoord.adapters.scenarios.runner import run_file
     from groupcoord.adapters.tla.mutants import Mutant, applied
 
     raising = Mutant("raises", "", "", core=(("_init_next_generation", ((
@@ -250,7 +250,7 @@ def test_named_bugs_are_in_the_catalogue(mutants):
 
 
 def test_mutants_restore_the_core():
-    from groupcoord.core import machine
+    from groupcoord.core.classic import machine
     from groupcoord.adapters.tla.mutants import applied
 
     m = next(m for m in MUTANTS if m.name == "generation-bumped-twice")
@@ -289,7 +289,7 @@ def test_validate_reads_recorded_trace_files(setup, tmp_path):
     trace is accepted step by step; one with offsets is accepted up to its first OffsetCommit
     and says that the rest is not checked, and why; one the spec cannot model at all is not
     checked, says why, and exits 2 (issue 14 §4: never "ok" for what was not checked)."""
-    from groupcoord.adapters.conformance import scenarios as conformance
+    from groupcoord.adapters.scenarios import runner as conformance
 
     scenarios = SCENARIOS
     names = ("own-015-expired-pending-member-stays-expired-on-restore", "own-006-delete-group-then-rejoin",

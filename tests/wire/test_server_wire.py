@@ -14,7 +14,7 @@ import uuid
 import pytest
 from server_harness import InProcessServer
 
-from groupcoord.core.consumer_protocol import decode_assignment, encode_assignment, encode_subscription
+from groupcoord.core.classic.subscription import decode_assignment, encode_assignment, encode_subscription
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.client.kafka_client import KafkaClient

@@ -5,7 +5,7 @@ methods read, change and emit)."""
 
 from __future__ import annotations
 
-from .commands import (
+from ..commands import (
     GroupMetadataRecord,
     HeartbeatTimer,
     InitialDelay,
@@ -16,12 +16,12 @@ from .commands import (
     SyncGroupResponse,
     SyncTimer,
 )
-from .continuations import AfterEmptyGroup, AfterNewGroup, AfterStaticReplace
-from .config import NEW_MEMBER_JOIN_TIMEOUT_MS
+from ..continuations import AfterEmptyGroup, AfterNewGroup, AfterStaticReplace
+from ..config import NEW_MEMBER_JOIN_TIMEOUT_MS
 from .draft import GroupDraft, subscribed_topics
-from .errors import Error, translate_append_error
-from .events import JoinGroup
-from .frozen import evolve
+from ..errors import Error, translate_append_error
+from ..events import JoinGroup
+from ..frozen import evolve
 from .model import Member, MemberError, Parked, validate_member
 from .states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 

@@ -1,4 +1,4 @@
-"""The coordinator's data: members, groups and committed offsets, as frozen values.
+"""The classic group's data: members and groups, as frozen values.
 
 A request that changes a group replaces the group value (copy-on-write); a request that does
 not (most heartbeats) leaves the same object in place, which keeps the hot path allocation-free.
@@ -10,8 +10,9 @@ from types import MappingProxyType
 from typing import Any
 from typing import Mapping
 
-from .errors import Error
-from .frozen import frozen
+from ..commands import DescribedGroup, DescribedMember, ListedGroup
+from ..errors import Error
+from ..frozen import frozen
 from .states import DEAD, EMPTY, GroupState
 
 
@@ -95,19 +96,25 @@ class Group:
     def can_rebalance(self) -> bool:
         return self.state in _CAN_REBALANCE
 
+    # ListGroups and DescribeGroups: each kind of group answers for itself
+    KIND = "classic"
+
+    def listed(self) -> ListedGroup:
+        return ListedGroup(self.group_id, self.protocol_type or "", self.state.value, self.KIND)
+
+    def described(self) -> DescribedGroup:
+        """Kafka's ``ClassicGroup``: members' metadata and the protocol only when Stable."""
+        stable = self.state is GroupState.STABLE
+        members = tuple(
+            DescribedMember(mid, m.group_instance_id, m.client_id, m.client_host,
+                            m.metadata(self.protocol_name) if stable else b"", m.assignment)
+            for mid, m in self.members.items())
+        return DescribedGroup(group_id=self.group_id, group_state=self.state.value,
+                              protocol_type=self.protocol_type or "",
+                              protocol_data=self.protocol_name or "" if stable else "", members=members)
+
 
 _CAN_REBALANCE = frozenset({EMPTY, GroupState.STABLE, GroupState.COMPLETING_REBALANCE})
-
-
-@frozen
-class OffsetEntry:
-    """A committed offset as stored (the value of Kafka's OffsetCommit record)."""
-
-    offset: int
-    leader_epoch: int
-    metadata: str
-    commit_timestamp_ms: int
-    expire_timestamp_ms: int | None = None
 
 
 class MemberError(Exception):

@@ -7,7 +7,7 @@ through ``self._respond``, ``self._arm``, ``self._cancel`` and ``self._append``.
 
 from __future__ import annotations
 
-from .commands import (
+from ..commands import (
     HeartbeatResponse,
     HeartbeatTimer,
     InitialDelay,
@@ -19,11 +19,11 @@ from .commands import (
     SyncGroupResponse,
     SyncTimer,
 )
-from .continuations import AfterSync
+from ..continuations import AfterSync
 from .draft import GroupDraft
-from .errors import Error, translate_append_error
-from .events import Heartbeat, LeaveGroup, SyncGroup
-from .frozen import evolve
+from ..errors import Error, translate_append_error
+from ..events import Heartbeat, LeaveGroup, SyncGroup
+from ..frozen import evolve
 from .joining import Joining, metadata_record
 from .model import Group, MemberError, Parked, validate_member
 from .states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE

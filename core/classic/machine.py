@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .commands import (
+from ..commands import (
     CancelTimer,
     HeartbeatTimer,
     JoinGroupResponse,
@@ -26,15 +26,15 @@ from .commands import (
     SyncGroupResponse,
     SyncTimer,
 )
-from .config import CoordinatorConfig
-from .continuations import AfterStaticReplace, AfterSync
+from ..config import CoordinatorConfig
+from ..continuations import AfterStaticReplace, AfterSync
 from .draft import GroupDraft
-from .errors import Error
-from .events import JoinGroup, LeaveGroup, SyncGroup, TimerFired
-from .frozen import evolve, frozen
+from ..errors import Error
+from ..events import JoinGroup, LeaveGroup, SyncGroup, TimerFired
+from ..frozen import evolve, frozen
 from .membership import Membership
 from .model import Group
-from .partitioning import partition_for
+from ..partitioning import partition_for
 from .states import COMPLETING_REBALANCE, DEAD, PREPARING_REBALANCE, STABLE
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from .consumer_protocol import subscription_topics
-from .frozen import evolve, field_copier, field_reader
+from .subscription import subscription_topics
+from ..frozen import evolve, field_copier, field_reader
 from .model import Group, Member, Parked
-from .partitioning import java_string_hash
+from ..partitioning import java_string_hash
 from .states import EMPTY, GroupState, require_legal
 
 
