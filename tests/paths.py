@@ -1,10 +1,10 @@
 """Where the tests find the repository and its conformance suite (spec/conformance/scenarios
 and tests/scenarios; scenarios from ../shared are added when present, see
-``groupcoord.adapters.conformance.scenarios.suite_files``)."""
+``groupcoord.adapters.conformance.suite.suite_files``)."""
 
 from pathlib import Path
 
-from groupcoord.adapters.conformance.scenarios import suite_files
+from groupcoord.adapters.conformance.suite import suite_files
 
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent

@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from groupcoord.adapters.replay import trace_files as trace_io
+from groupcoord.adapters.traces import trace_files as trace_io
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.adapters.runtime.driver import Driver
 from groupcoord.adapters.protocol.translate import request_event

@@ -1,6 +1,6 @@
 """Watching the Drivers the scenario runner makes (a test helper)."""
 
-from groupcoord.adapters.conformance import scenarios as conformance
+from groupcoord.adapters.scenarios import runner as conformance
 from groupcoord.adapters.runtime.driver import Driver
 
 

@@ -133,8 +133,8 @@ def replay_floor_cpu_seconds(trace: str, records: int, config, inputs: list[list
     comparison, without the comparing). No grouping, bookkeeping or check."""
     from groupcoord.adapters.bench.core import run_inputs
     from groupcoord.adapters.replay.partition import json_dumper, json_loader
-    from groupcoord.adapters.replay.records import PLAIN_DATA, decode_event, plain_data, plain_default
-    from groupcoord.adapters.replay.trace_files import iter_batches, trace_files
+    from groupcoord.adapters.traces.records import PLAIN_DATA, decode_event, plain_data, plain_default
+    from groupcoord.adapters.traces.trace_files import iter_batches, trace_files
 
     loads, dumps = json_loader(), json_dumper()
     clock = time.process_time
@@ -171,7 +171,7 @@ def measure(kind: str, cores: int, trace: str, warmup: str | None) -> dict:
     waited for a CPU."""
     from groupcoord.adapters.replay.plain_job import plain_replay
     from groupcoord.adapters.replay.spark_job import spark_replay
-    from groupcoord.adapters.replay.spark_session import spark_session
+    from groupcoord.adapters.traces.spark_session import spark_session
 
     out = f"{trace}.bench-{kind}-{cores}"
     split = None

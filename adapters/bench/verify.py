@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.adapters.replay.trace_files import coordinator_config, read_manifest
+from groupcoord.adapters.traces.trace_files import coordinator_config, read_manifest
 from groupcoord.adapters.sim.simulator import simulate
 from groupcoord.adapters.verify.from_core import observe
 from groupcoord.adapters.verify.from_trace import observed_pairs

@@ -10,7 +10,7 @@ from pathlib import Path
 from groupcoord.adapters.cli import parsing, stopping
 from groupcoord.adapters.cli.extras import missing_from
 from groupcoord.adapters.cli.parsing import Parser, fail, output_problem
-from groupcoord.adapters.replay.stopping import stop_behind
+from groupcoord.adapters.traces.stopping import stop_behind
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +54,7 @@ def build_parser() -> Parser:
     """The whole command tree (tests walk it: every command has its bad-input cases)."""
     from groupcoord.adapters.cli.serve import add_server_commands
 
-    from groupcoord.adapters.replay import progress
+    from groupcoord.adapters.traces import progress
 
     from importlib.metadata import version
 
@@ -162,7 +162,7 @@ def build_parser() -> Parser:
 
 
 def _main(argv: list[str] | None) -> int:
-    from groupcoord.adapters.replay import progress
+    from groupcoord.adapters.traces import progress
 
     args = build_parser().parse_args(argv)
     progress.show(getattr(args, "progress", None))  # the long commands' --progress / --no-progress
@@ -228,7 +228,7 @@ def _run(args) -> int:
 
         return run_proxy_bench(args.count)
     if args.command == "bench" and args.target == "fixture":
-        from groupcoord.testing.startup_bench import run_fixture_bench
+        from groupcoord.adapters.bench.fixture import run_fixture_bench
 
         return run_fixture_bench(starts=args.starts, cold=args.cold)
     if args.command == "bench" and args.target == "frames":
@@ -262,7 +262,7 @@ def _json_object(path) -> bool:
 def _scenario(args) -> int:
     from pathlib import Path
 
-    from groupcoord.adapters.conformance.scenarios import run_file, run_file_recorded, scenario_files
+    from groupcoord.adapters.scenarios.runner import run_file, run_file_recorded, scenario_files
 
     absent = [p for p in args.paths if not Path(p).exists()]
     if absent:

@@ -17,8 +17,8 @@ from groupcoord.adapters.cli import parsing
 from groupcoord.adapters.cli.parsing import fail
 from groupcoord.adapters.cli.verify import (add_kafka_setting_flags, add_known_flag, config_from_args,
                                             read_known_flag)
-from groupcoord.adapters.replay import progress
-from groupcoord.adapters.replay.stopping import written
+from groupcoord.adapters.traces import progress
+from groupcoord.adapters.traces.stopping import written
 from groupcoord.core.config import ConfigError
 
 DEFAULT_TOPIC = "groupcoord-probe"
@@ -75,7 +75,7 @@ def run_probe(args) -> int:
     problem = parsing.output_problem("--out", args.out, "dir")
     if problem:
         return fail(prog, problem)
-    from groupcoord.adapters.replay.progress import Progress
+    from groupcoord.adapters.traces.progress import Progress
     from groupcoord.adapters.verify.findings import at_any_version
     from groupcoord.adapters.verify.run import findings_text
     from groupcoord.testing.probe import PROBED_APIS, offered_apis, probe_all

@@ -84,7 +84,7 @@ def _from_capture(args: argparse.Namespace) -> int:
 
     from groupcoord.adapters.observe.pcap import CaptureError, CaptureReader
     from groupcoord.adapters.observe.trace import FORMAT, JOURNAL, JSONL, META, PARQUET, ObservedWriter, write_meta
-    from groupcoord.adapters.replay.stopping import written
+    from groupcoord.adapters.traces.stopping import written
 
     reader = CaptureReader(args.pcap, args.port)
     try:

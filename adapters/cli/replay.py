@@ -14,7 +14,7 @@ from pathlib import Path
 
 from groupcoord.adapters.cli.extras import java_missing, missing_from, needs
 from groupcoord.adapters.cli.parsing import Parser, fail, number, one_of, output_problem
-from groupcoord.adapters.replay import progress
+from groupcoord.adapters.traces import progress
 
 COMMANDS = ("simulate", "timeline", "replay", "inject-faults")
 ENGINES = ("plain", "spark", "core")
@@ -128,14 +128,14 @@ def _bad_before_start(args) -> str | None:
         if problem:
             return problem
     if args.command == "replay" and args.engine == "spark":
-        from groupcoord.adapters.replay.spark_session import master_problem
+        from groupcoord.adapters.traces.spark_session import master_problem
 
         return master_problem(args.master)
     return None
 
 
 def run_replay_command(args) -> int:
-    from groupcoord.adapters.replay.trace_files import TraceError
+    from groupcoord.adapters.traces.trace_files import TraceError
 
     prog = getattr(args, "prog", f"groupcoord {args.command}")
     problem = _missing_before_start(args) or _bad_before_start(args)

@@ -245,7 +245,7 @@ def build_server(args: argparse.Namespace, log: Any) -> "Any":
     if args.storage == "broker" and not args.bootstrap_server:
         raise ConfigError("--storage broker needs --bootstrap-server HOST:PORT")
     if args.trace:
-        from groupcoord.adapters.replay.trace_files import SUFFIXES
+        from groupcoord.adapters.traces.trace_files import SUFFIXES
 
         _check_writable(args.trace, "--trace", "file" if Path(args.trace).suffix in SUFFIXES else "dir")
     if args.kafka_log:
@@ -379,12 +379,6 @@ def run_server_command(args: argparse.Namespace) -> int:
 
 
 SERVER_COMMANDS = ("serve", "groups", "offsets")
-
-
-def run_bench_server(quick: bool = False) -> int:
-    from groupcoord.adapters.bench.server import run_server_bench
-
-    return run_server_bench(quick=quick)
 
 
 def main(argv: list[str] | None = None) -> int:

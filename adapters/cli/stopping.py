@@ -5,8 +5,8 @@ half-written left and no process of its own still running.
 ``take_signals`` (``main`` calls it first) makes SIGTERM end a command as Ctrl-C does: as a
 ``KeyboardInterrupt`` (``Interrupted``, naming the signal), which unwinds the command, so each
 of its blocks stops what it started on the way out (a pool is terminated, TLC's Java process
-killed by ``subprocess.run``, the Spark session stopped: ``replay.spark_session``) and a result
-being written is removed (``replay.stopping.written``). ``main`` catches it and calls
+killed by ``subprocess.run``, the Spark session stopped: ``traces.spark_session``) and a result
+being written is removed (``traces.stopping.written``). ``main`` catches it and calls
 ``interrupted``, which sweeps what a second signal may have left and prints the line.
 ``serve`` and ``record``, whose normal end is a signal, stop cleanly on their own and end with
 the same ``interrupted``.
@@ -21,7 +21,7 @@ import signal
 import sys
 import threading
 
-from groupcoord.adapters.replay.stopping import STOP_SIGNALS, remove_unfinished
+from groupcoord.adapters.traces.stopping import STOP_SIGNALS, remove_unfinished
 
 
 class Interrupted(KeyboardInterrupt):
@@ -98,7 +98,7 @@ def interrupted(prog: str, signum: int) -> int:
 
 
 def _bars_closed() -> None:
-    """Progress bars the stopped command still shows (``replay.progress``'s tqdm bars) are
+    """Progress bars the stopped command still shows (``traces.progress``'s tqdm bars) are
     closed, so that the line starts a line of its own: erased on a terminal, ended elsewhere."""
     std = sys.modules.get("tqdm.std")
     # (a bar the signal caught half made has no ``disable`` yet: nothing drawn)

@@ -14,7 +14,7 @@ import attrs
 
 from groupcoord.adapters.cli import parsing
 from groupcoord.adapters.cli.parsing import fail
-from groupcoord.adapters.replay import progress
+from groupcoord.adapters.traces import progress
 from groupcoord.adapters.tla import mutants
 from groupcoord.adapters.tla.run import TLA_DIR, TlaSetupError, check_setup, run_tlc, workers_for_machine
 
@@ -148,7 +148,7 @@ HYPOTHESIS_STEPS = 60
 
 def _scenario_paths() -> list[Path]:
     """The repository's conformance suite (and scenarios beside it, see ``suite_files``)."""
-    from groupcoord.adapters.conformance.scenarios import suite_files
+    from groupcoord.adapters.conformance.suite import suite_files
 
     return suite_files(Path(__file__).resolve().parents[2])
 
@@ -279,7 +279,7 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
     rewrites tla/README.md's mutant table from it. ``graph``: MCGraph's state graph as a passing
     ``run_check`` kept it (else TLC dumps it again here)."""
     from groupcoord.adapters.tla import docs, trace_check, trace_sources
-    from groupcoord.adapters.conformance.scenarios import run_file, scenario_files
+    from groupcoord.adapters.scenarios.runner import run_file, scenario_files
     from groupcoord.adapters.tla.mutants import MUTANTS, Catch, only_property, run_mutants, violated_property
 
     if write_docs and names:
@@ -463,7 +463,7 @@ def run_validate(path: str, group_id: str | None = None, out=print, prog: str = 
     nothing could be checked (or the trace cannot be read)."""
     from groupcoord.core.trace import TraceError
 
-    from groupcoord.adapters.replay.progress import Progress
+    from groupcoord.adapters.traces.progress import Progress
     from groupcoord.adapters.tla import trace_check, trace_sources
 
     if not Path(path).exists():

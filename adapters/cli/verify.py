@@ -6,7 +6,7 @@ import argparse
 
 from groupcoord.adapters.cli import parsing
 from groupcoord.adapters.cli.parsing import fail
-from groupcoord.adapters.replay import progress
+from groupcoord.adapters.traces import progress
 from groupcoord.core.config import KAFKA_NAMES, ConfigError, CoordinatorConfig
 
 
@@ -93,7 +93,7 @@ def run_verify(args) -> int:
 
     problem = _not_a_recording(Path(args.trace)) or (args.out and output_problem("--out", args.out, "dir"))
     if not problem and args.engine == "spark":
-        from groupcoord.adapters.replay.spark_session import master_problem
+        from groupcoord.adapters.traces.spark_session import master_problem
 
         problem = master_problem(args.master)
     if problem:

@@ -8,7 +8,7 @@ from typing import Any
 
 from groupcoord.core.commands import Respond
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.adapters.conformance.scenarios import Result, Runner, run_steps
+from groupcoord.adapters.scenarios.runner import Result, Runner, run_steps
 from groupcoord.adapters.protocol.translate import response_fields
 from groupcoord.adapters.verify.observed import Obs, to_json
 

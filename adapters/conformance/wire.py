@@ -4,7 +4,7 @@ Each scenario gets a fresh ``GroupServer`` on 127.0.0.1 with a ``ManualClock`` a
 ``MemoryStorage``, on an event loop in a background thread. Every ``send`` step is encoded by
 kio, written to a TCP connection (one connection per outstanding request, so a parked request
 holds only its own), and its response is read back, decoded by kio and matched with the same
-matchers as ``groupcoord.adapters.conformance.scenarios``. Time, storage outcomes and failover go through
+matchers as ``groupcoord.adapters.scenarios.runner``. Time, storage outcomes and failover go through
 the server's test controls (the control channel), never through the core directly.
 
 A request counts as answered when the server has written its response; ``expect`` then reads
@@ -27,7 +27,7 @@ from groupcoord.core.errors import Error
 
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.wire.broker_apis import TopicCatalog
-from groupcoord.adapters.conformance.scenarios import (Result, ScenarioFailure, hexed, Runner, read_scenario, run_steps,
+from groupcoord.adapters.scenarios.runner import (Result, ScenarioFailure, hexed, Runner, read_scenario, run_steps,
                           scenario_config)
 from groupcoord.adapters.wire.clock import ManualClock
 from groupcoord.adapters.wire.loop_thread import LoopThread

@@ -6,6 +6,6 @@ from a packet capture (``pcap``, read by dpkt, connections reassembled), request
 responses by correlation id for both (``pairing``), and the observed-trace format they write
 and its reader (``trace``; spec/observed-trace.md).
 
-May import: ``protocol`` (the kio codec), dpkt (``pcap`` only) and the standard library; not
+May import: ``traces`` (the files it writes), ``protocol`` (the kio codec), dpkt (``pcap`` only) and the standard library; not
 ``wire`` or ``sim`` (siblings).
 """

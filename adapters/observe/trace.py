@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Iterator
 
-from groupcoord.adapters.replay.trace_files import torn
+from groupcoord.adapters.traces.trace_files import torn
 
 FORMAT = "groupcoord-observed/1"
 JSONL = "observed.jsonl"
@@ -93,7 +93,7 @@ class ObservedWriter:
             return self.path
         from groupcoord.adapters.observe.parquet import write_parquet
 
-        from groupcoord.adapters.replay.stopping import written
+        from groupcoord.adapters.traces.stopping import written
 
         target = self.dir / PARQUET
         with written(target) as tmp:  # the journal stays until the file is whole
@@ -104,7 +104,7 @@ class ObservedWriter:
 
 def write_meta(out_dir: str | Path, meta: dict) -> None:
     """``meta.json``, replaced whole (a reader never sees half of it)."""
-    from groupcoord.adapters.replay.stopping import written
+    from groupcoord.adapters.traces.stopping import written
 
     with written(Path(out_dir) / META) as tmp:
         tmp.write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")

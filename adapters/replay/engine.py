@@ -52,7 +52,7 @@ from groupcoord.adapters.replay.findings import (
     UnitResult,
     clip,
 )
-from groupcoord.adapters.replay.records import (
+from groupcoord.adapters.traces.records import (
     GROUP,
     MALFORMED_ROW,
     PLAIN_DATA,

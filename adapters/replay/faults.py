@@ -133,7 +133,7 @@ def inject(src: str | Path, dst: str | Path, faults=FAULTS, *, skip: int = 0) ->
     the lowest groups, after ``skip``, first); returns group id -> fault. Loads the trace in
     memory: meant for test-sized traces. Raises ``FaultError`` before writing anything when
     ``dst`` overlaps ``src`` or no placement exists."""
-    from groupcoord.adapters.replay import trace_files as trace_io
+    from groupcoord.adapters.traces import trace_files as trace_io
 
     src, dst = Path(src), Path(dst)
     _refuse_overlap(src, dst)
@@ -231,9 +231,9 @@ def _augment(fault: str, n: int, holder: dict, held: dict, takes, visited: set) 
 def _write(src: Path, dst: Path, files: list[Path], by_file: dict) -> None:
     """Write the copy, whole or not at all (``stopping.written``: nothing is left when writing
     fails or the command is stopped)."""
-    from groupcoord.adapters.replay import trace_files as trace_io
-    from groupcoord.adapters.replay.records import TraceColumns
-    from groupcoord.adapters.replay.stopping import written
+    from groupcoord.adapters.traces import trace_files as trace_io
+    from groupcoord.adapters.traces.records import TraceColumns
+    from groupcoord.adapters.traces.stopping import written
 
     with written(dst, directory=True) as into:
         dumps = json.JSONEncoder(separators=(",", ":")).encode

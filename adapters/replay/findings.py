@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import attrs
 
-from groupcoord.adapters.replay.records import MAX_VALUE_CHARS
+from groupcoord.adapters.traces.records import MAX_VALUE_CHARS
 
 
 

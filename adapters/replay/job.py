@@ -46,13 +46,13 @@ def run(args, prog: str = "replay_job") -> int:
     """The command: inputs checked first (one line on stderr, ``<prog>: error: ...``, and exit 2
     on a problem, before Spark starts), a line on stderr at once, a progress bar per long stage,
     the summary last on stdout."""
-    from groupcoord.adapters.replay import progress as shown
+    from groupcoord.adapters.traces import progress as shown
     from groupcoord.adapters.replay.partition import check_trace
     from groupcoord.adapters.replay.plain_job import plain_replay
     from groupcoord.adapters.replay.report import default_report, format_report, report_dir, report_written
     from groupcoord.adapters.replay.spark_job import spark_replay
-    from groupcoord.adapters.replay.spark_session import StageProgress, spark_session, stopped_after
-    from groupcoord.adapters.replay.trace_files import TraceError
+    from groupcoord.adapters.traces.spark_session import StageProgress, spark_session, stopped_after
+    from groupcoord.adapters.traces.trace_files import TraceError
 
     shown.show(getattr(args, "progress", None))
     out = args.out or default_report(args.path)
@@ -139,7 +139,7 @@ def add_arguments(p: argparse.ArgumentParser, master: str | None = "local[*]") -
                    help="report directory (default: TRACE-report beside the trace, for a file or a directory "
                         "alike); never inside a trace directory")
     p.add_argument("--no-invariants", action="store_true", help="compare outputs only (faster)")
-    from groupcoord.adapters.replay import progress
+    from groupcoord.adapters.traces import progress
 
     progress.add_flag(p)
     p.add_argument("--verbose", action="store_true",

@@ -32,7 +32,7 @@ def json_loader():
 
         return orjson.loads
     except ImportError:  # the standard library's json is the fallback
-        from groupcoord.adapters.replay.records import json_loads
+        from groupcoord.adapters.traces.records import json_loads
 
         return json_loads
 
@@ -91,7 +91,7 @@ class PartitionReplay:
         """JSON Lines file ``path``, read up to its last record at ``last_line`` (None: none),
         named ``key`` in the rows' file column: when a torn last line follows, the unit ending
         there may lack that line's outputs (``UnitReplay.torn_ends``). Before ``finish``."""
-        from groupcoord.adapters.replay import trace_files as trace_io
+        from groupcoord.adapters.traces import trace_files as trace_io
 
         tail = trace_io.torn_tail(path) if last_line is not None else None
         if tail is not None:
@@ -186,7 +186,7 @@ def read_jsonl_files(batches: Iterator) -> Iterator:
     as rows that the replay reports)."""
     import pyarrow as pa
 
-    from groupcoord.adapters.replay.trace_files import arrow_schema, iter_batches
+    from groupcoord.adapters.traces.trace_files import arrow_schema, iter_batches
 
     schema = arrow_schema().append(pa.field("file", pa.string())).append(pa.field("line", pa.int64()))
     for batch in batches:
@@ -200,7 +200,7 @@ def replay_file(path: str, options: dict) -> list[dict]:
     its result rows (findings and the file's totals)."""
     from pathlib import Path
 
-    from groupcoord.adapters.replay.trace_files import file_format, iter_batches
+    from groupcoord.adapters.traces.trace_files import file_format, iter_batches
 
     job = PartitionReplay(options)
     end = None  # (file, line) of the last record read
@@ -233,7 +233,7 @@ def torn_ends(files) -> dict:
     JSON Lines files that end torn (``UnitReplay.torn_ends``), for a job whose tasks each read
     only some of a file's records (Spark, group scope; the other readers tell ``torn_end`` as
     they reach a file's end). Only a torn file is read through (for its line count)."""
-    from groupcoord.adapters.replay import trace_files as trace_io
+    from groupcoord.adapters.traces import trace_files as trace_io
 
     found = {}
     for f in files:
@@ -251,7 +251,7 @@ def check_trace(path: str, warn=None) -> list:
     valid and every Parquet file has the trace schema (its footer). TraceError naming the
     first problem; cheap, so it runs before Spark starts. ``warn(text)`` is told of each JSON
     Lines file's torn last line (left out by the readers)."""
-    from groupcoord.adapters.replay import trace_files as trace_io
+    from groupcoord.adapters.traces import trace_files as trace_io
 
     recs = trace_io.recordings(path)
     for r in recs:

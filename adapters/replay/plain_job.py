@@ -21,7 +21,7 @@ from groupcoord.adapters.replay.partition import (
     result_batch,
 )
 from groupcoord.adapters.replay.report import TOTALS, report_dir, report_written, summarize
-from groupcoord.adapters.replay.stopping import pool_results, worker_pool
+from groupcoord.adapters.traces.stopping import pool_results, worker_pool
 
 
 def _shard_of(group_id: str | None, shards: int) -> int:
@@ -68,7 +68,7 @@ def _read_table(f, i: int, job: "PartitionReplay | None" = None):
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from groupcoord.adapters.replay import trace_files as trace_io
+    from groupcoord.adapters.traces import trace_files as trace_io
 
     if trace_io.file_format(Path(f)) == "parquet":
         trace_io.check_parquet_file(Path(f))
@@ -152,7 +152,7 @@ def plain_replay(path: str, out: str, *, processes: int = 1, invariants: bool = 
         with worker_pool(processes) as pool:
             results = list(pool_results(pool, plain_task, work))
     else:
-        from groupcoord.adapters.replay.progress import Progress
+        from groupcoord.adapters.traces.progress import Progress
 
         with Progress("replay", unit="records") as progress:
             results = [plain_task(work[0], progress)]

@@ -30,7 +30,7 @@ def report_dir(path: str, out: str) -> Path:
     trace directory would be mixed with it, a trace inside the report would be deleted with
     the old report, and an existing directory that is not a report is never emptied. Beside
     a trace file (in its directory) is fine: a directory's listing leaves reports out."""
-    from groupcoord.adapters.replay.trace_files import TraceError
+    from groupcoord.adapters.traces.trace_files import TraceError
 
     trace = Path(path).resolve()
     out_path = Path(out)
@@ -51,7 +51,7 @@ def report_written(out_path: Path, into: Path | None = None) -> Iterator[Path]:
     (the replay on Spark holds it until the session is stopped), else a temporary that replaces
     ``out_path`` when the block ends normally and is removed when it raises
     (``stopping.written``)."""
-    from groupcoord.adapters.replay.stopping import written
+    from groupcoord.adapters.traces.stopping import written
 
     if into is not None:
         yield Path(into)
@@ -93,7 +93,7 @@ def summarize(path, out_path: Path, recs, per: dict, by_check, first, seconds, s
 def _torn(recs) -> list[dict]:
     """The JSON Lines files whose torn last line the readers left out, each with the group it
     was about (None when its text cannot tell)."""
-    from groupcoord.adapters.replay.trace_files import file_format, torn_group, torn_tail
+    from groupcoord.adapters.traces.trace_files import file_format, torn_group, torn_tail
 
     found = []
     for r in recs:
@@ -113,7 +113,7 @@ RECORDINGS_SHOWN = 10  # more than this: those with findings only (up to this ma
 
 
 def format_report(summary: dict) -> str:
-    from groupcoord.adapters.replay.records import MALFORMED_ROW
+    from groupcoord.adapters.traces.records import MALFORMED_ROW
 
     s = summary
     recordings = s.get("recordings") or []

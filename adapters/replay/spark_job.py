@@ -33,7 +33,7 @@ from groupcoord.adapters.replay.partition import (
 from groupcoord.adapters.replay.report import TOTALS, report_dir, report_written, summarize
 
 if TYPE_CHECKING:
-    from groupcoord.adapters.replay.spark_session import StageProgress
+    from groupcoord.adapters.traces.spark_session import StageProgress
 
 
 @contextlib.contextmanager
@@ -161,7 +161,7 @@ def _spark_group_recording(spark, recording, options: dict, n: int, findings_pat
     when its manifest promises that no group spans files (each Parquet file one task)."""
     from pyspark.sql import functions as F
 
-    from groupcoord.adapters.replay import trace_files as trace_io
+    from groupcoord.adapters.traces import trace_files as trace_io
 
     files = recording.files
     fmt = trace_io.trace_format(recording.name, files)

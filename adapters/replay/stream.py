@@ -8,7 +8,7 @@ from typing import Iterable
 
 from groupcoord.adapters.replay.engine import UnitReplay
 from groupcoord.adapters.replay.findings import UnitResult
-from groupcoord.adapters.replay.records import GROUP, INSTANCE, dumps_compact, json_loads
+from groupcoord.adapters.traces.records import GROUP, INSTANCE, dumps_compact, json_loads
 from groupcoord.core.config import CoordinatorConfig
 
 

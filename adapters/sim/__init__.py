@@ -3,6 +3,6 @@ groups into a trace directory) and its parts: the simulated Kafka consumer (``co
 group's world of coordinator instances, clock, storage and statistics (``world``), each group's
 seeded set-up and incidents (``workload``) and the run's summary (``report``); and the narrated rebalance demo (``demo``).
 
-May import: ``replay``, ``runtime``, ``storage``, ``client``, ``protocol``, ``checks`` and
+May import: ``replay``, ``traces``, ``runtime``, ``storage``, ``client``, ``protocol``, ``checks`` and
 ``groupcoord.core``; not ``wire`` or ``observe`` (siblings).
 """

@@ -21,9 +21,9 @@ import time
 from pathlib import Path
 
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.adapters.replay.records import TraceColumns
-from groupcoord.adapters.replay.progress import Progress
-from groupcoord.adapters.replay.stopping import pool_results, worker_pool, written
+from groupcoord.adapters.traces.records import TraceColumns
+from groupcoord.adapters.traces.progress import Progress
+from groupcoord.adapters.traces.stopping import pool_results, worker_pool, written
 from groupcoord.adapters.sim.report import summarize
 from groupcoord.adapters.sim.workload import GroupSpec, simulate_group
 
@@ -33,7 +33,7 @@ SIM_CONFIG = CoordinatorConfig(offsets_retention_minutes=2, offsets_retention_ch
 
 def _simulate_file(args) -> tuple[str, dict, list[dict]]:
     path, indexes, seed, members, duration_ms, incidents, config_kafka = args
-    from groupcoord.adapters.replay.trace_files import write_columns
+    from groupcoord.adapters.traces.trace_files import write_columns
 
     config = CoordinatorConfig.from_kafka(config_kafka)
     columns = TraceColumns()
@@ -65,7 +65,7 @@ def simulate(out: str | os.PathLike, *, groups: int, members: int, seed: int, du
 def _simulate_into(into: Path, out: Path, *, groups: int, members: int, seed: int, duration_ms: int,
                    incidents_per_min: float, fmt: str, groups_per_file: int | None, jobs: int,
                    config: CoordinatorConfig, progress: bool | None) -> dict:
-    from groupcoord.adapters.replay.trace_files import write_manifest
+    from groupcoord.adapters.traces.trace_files import write_manifest
 
     suffix = {"parquet": ".parquet", "jsonl": ".jsonl"}[fmt]
     if groups_per_file is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import random
 
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.adapters.replay.records import TraceColumns
+from groupcoord.adapters.traces.records import TraceColumns
 from groupcoord.adapters.sim.consumer import Consumer
 from groupcoord.adapters.sim.world import GroupWorld
 

@@ -10,8 +10,9 @@ to check (``librdkafka_mock``, spec/peers.md).
 ``from groupcoord.testing import CoordinatorStateMachine, strategies`` takes the public names
 (``__all__``) from here.
 
-May import: ``verify``, ``conformance``, ``bench`` and every wing below them, and
-``groupcoord.core``. Only ``cli`` imports it.
+May import: ``verify`` and every wing below it, and ``groupcoord.core``; no lab wing
+(``bench``, ``sim``, ``conformance``). ``cli`` imports it, and ``bench`` (the fixture's
+start-up).
 """
 
 from __future__ import annotations

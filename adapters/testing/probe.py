@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, Phase, Verbosity, seed as use_seed, settings
 from hypothesis.errors import Flaky
 from hypothesis.stateful import get_state_machine_test, invariant
 
-from groupcoord.adapters.conformance.scenarios import hexed
+from groupcoord.adapters.scenarios.runner import hexed
 from groupcoord.adapters.verify.findings import at_any_version, is_known, named, pointers, shown
-from groupcoord.adapters.replay.progress import Progress
+from groupcoord.adapters.traces.progress import Progress
 from groupcoord.adapters.verify.run import signature_of
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.testing.machine import CoordinatorStateMachine, Divergence, Inconclusive

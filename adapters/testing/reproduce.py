@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from groupcoord.adapters.conformance.scenarios import Runner, hexed
+from groupcoord.adapters.scenarios.runner import Runner, hexed
 from groupcoord.adapters.protocol.translate import response_fields
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.testing.systems import Sent

@@ -6,5 +6,6 @@ TraceCheck module, ``trace_module``; its TLC run, ``trace_check``), re-created c
 (``mutants``), the TLC runner (``run``) and the measured numbers the runs write into
 tla/README.md (``docs``).
 
-May import: ``bench``, ``conformance`` and everything below them.
+May import: ``groupcoord.testing``, ``conformance`` and everything below them; not ``bench`` (a
+sibling).
 """

@@ -33,7 +33,7 @@ from groupcoord.adapters.tla.values import F, fmt
 def scenario_trace(path: str | Path) -> Trace:
     """The events the scenario runner fed the core for one scenario, as a trace (OutOfModel
     if the scenario leaves the spec's scope: offsets, several groups, a reload...)."""
-    from groupcoord.adapters.conformance.scenarios import SCENARIO_BASE_CONFIG, read_scenario, run_scenario
+    from groupcoord.adapters.scenarios.runner import SCENARIO_BASE_CONFIG, read_scenario, run_scenario
 
     scenario, bad = read_scenario(path)
     if bad is not None:
@@ -49,7 +49,7 @@ def scenario_trace(path: str | Path) -> Trace:
 def scenario_traces(paths: Iterable[str | Path]) -> tuple[list[Trace], list[tuple[str, str]]]:
     """The traces of the scenarios in ``paths`` that stay within the spec's scope, the longest
     first, and the scenarios left out: (file name, why), in file order."""
-    from groupcoord.adapters.conformance.scenarios import scenario_files
+    from groupcoord.adapters.scenarios.runner import scenario_files
 
     found, left_out = [], []
     for p in scenario_files(paths):
@@ -86,7 +86,7 @@ def file_traces(path: str | Path, group_id: str | None = None) -> list[Unit]:
     re-run through the core (``unit_trace``)."""
     from groupcoord.core import trace as core_trace
 
-    from groupcoord.adapters.replay import trace_files as trace_io
+    from groupcoord.adapters.traces import trace_files as trace_io
 
     units: list[Unit] = []
     found = False

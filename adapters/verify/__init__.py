@@ -5,5 +5,6 @@ never assumed (spec/verify.md). The pairs read and split by group (``observed``)
 (``search``), answers compared by rule (``compare``), both engines and the report (``run``),
 and traces made by the core itself, for tests and benchmarks (``from_core``).
 
-May import: ``replay`` (its Spark session), ``protocol`` and ``groupcoord.core``.
+May import: ``observe``, ``traces`` (trace files and records, the Spark session), ``protocol``
+and ``groupcoord.core``; no lab wing (``bench``, ``sim``, ``conformance``).
 """

@@ -19,8 +19,8 @@ import attrs
 from groupcoord.core import events as ev
 from groupcoord.core.commands import Respond
 from groupcoord.adapters.protocol.translate import request_body, response_fields
-from groupcoord.adapters.replay.records import decode_command, decode_event
-from groupcoord.adapters.replay.trace_files import TraceError, iter_batches, trace_files
+from groupcoord.adapters.traces.records import decode_command, decode_event
+from groupcoord.adapters.traces.trace_files import TraceError, iter_batches, trace_files
 from groupcoord.adapters.verify.observed import Obs, to_json
 
 _PARTITION_EVENTS = ("LoadPartition", "UnloadPartition")

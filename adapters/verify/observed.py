@@ -75,7 +75,7 @@ def _reading(d: Path):
 def torn_line(path: str | Path) -> tuple[Path, str] | None:
     """The JSON Lines file of the recording at ``path`` and its torn last line (``torn_tail``:
     left out by every reader), or None."""
-    from groupcoord.adapters.replay.trace_files import torn_tail
+    from groupcoord.adapters.traces.trace_files import torn_tail
 
     d = trace_dir(path)
     with _reading(d):
@@ -86,7 +86,7 @@ def torn_line(path: str | Path) -> tuple[Path, str] | None:
 
 def group_in(text: str) -> str | None:
     """The group a torn line was about, as far as its text tells (its request's group id)."""
-    from groupcoord.adapters.replay.trace_files import torn_group
+    from groupcoord.adapters.traces.trace_files import torn_group
 
     return torn_group(text)
 

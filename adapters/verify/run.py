@@ -13,7 +13,7 @@ from pathlib import Path
 import attrs
 
 from groupcoord.adapters.verify import findings, observed
-from groupcoord.adapters.replay.progress import Progress
+from groupcoord.adapters.traces.progress import Progress
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, INCONCLUSIVE, Settings, Verdict, verify_group
 
 EXIT = {CONFORMS: 0, DIVERGES: 1, INCONCLUSIVE: 3}  # 2: bad input
@@ -65,7 +65,7 @@ def verify_spark(path: str, settings: Settings, master: str, keep_going: bool = 
     """Each group's pairs go to one task (grouped by group id); only verdicts come back. JSON
     Lines are read by the executors line by line (a bad line names its file and line)."""
     from groupcoord.adapters.observe.trace import JSONL
-    from groupcoord.adapters.replay.spark_session import spark_session, stopped_after
+    from groupcoord.adapters.traces.spark_session import spark_session, stopped_after
 
     d = observed.trace_dir(path)
     name = str(d / JSONL)
@@ -146,7 +146,7 @@ def write_report(out: Path, verdicts: list[Verdict], summary: dict, describe=Non
     """``verdicts.parquet`` (one row per group; ``verdicts.jsonl``, the same rows as JSON Lines,
     when pyarrow is not installed: the replay extra), ``summary.json`` and ``summary.txt``;
     written whole or not at all (``stopping.written``)."""
-    from groupcoord.adapters.replay.stopping import written
+    from groupcoord.adapters.traces.stopping import written
 
     with written(out, directory=True, stale=lambda name: name in ("verdicts.parquet", "verdicts.jsonl")) as into:
         _report_files(into, verdicts, summary, describe)

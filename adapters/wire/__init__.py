@@ -10,6 +10,7 @@ the server's settings (``options``), read from Kafka's setting names by ``settin
 ``groupcoord serve`` and the test fixtures); and an event loop on its own thread
 (``loop_thread``) for a server run inside a synchronous program.
 
-May import: ``replay``, ``runtime``, ``storage``, ``client``, ``protocol``, ``checks`` and
-``groupcoord.core``; not ``sim`` or ``observe`` (siblings).
+May import: ``traces`` (the recording of a live server), ``runtime``, ``storage``, ``client``,
+``protocol``, ``checks`` and ``groupcoord.core``; not ``sim``, ``observe`` or ``scenarios``
+(siblings), nor a lab wing (``bench``, ``sim``, ``conformance``).
 """

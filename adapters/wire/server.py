@@ -18,7 +18,7 @@ from the running loop) and takes them down in ``shutdown``: every owned partitio
 (the core answers parked requests NOT_COORDINATOR, as Kafka does when a coordinator goes
 away), held Fetches are answered, connections closed. With ``ServerOptions.trace`` every
 event and command is recorded in trace format v1 (``core.trace``) by the one trace writer,
-``replay.trace_files.InstanceRecorder``; it only observes. With ``ServerOptions.kafka_log``
+``traces.trace_files.InstanceRecorder``; it only observes. With ``ServerOptions.kafka_log``
 the groups' changes are appended to that file in Kafka 4.x's own words and log4j layout
 (``kafka_lines.KafkaGroupLog``).
 """
@@ -31,7 +31,7 @@ from typing import Any
 import attrs
 
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.adapters.replay.trace_files import InstanceRecorder
+from groupcoord.adapters.traces.trace_files import InstanceRecorder
 from groupcoord.adapters.storage.interface import Storage
 from groupcoord.adapters.storage.memory import MemoryStorage
 from groupcoord.adapters.wire import broker_apis as apis

@@ -15,7 +15,7 @@ from groupcoord.adapters.replay import faults
 from groupcoord.adapters.cli import replay as replay_cli
 from groupcoord.adapters.sim import simulator
 from groupcoord.adapters.replay import timeline
-from groupcoord.adapters.replay import trace_files as trace_io
+from groupcoord.adapters.traces import trace_files as trace_io
 
 MATCHED_SEED = 6  # greedy placement strands stale_generation; a matching places it
 NO_PLACEMENT_SEED = 13  # no group takes stale_generation at all

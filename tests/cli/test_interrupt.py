@@ -306,7 +306,7 @@ def test_an_error_raised_on_the_way_out_of_an_interrupt_is_the_interrupt():
     import signal as signals
 
     from groupcoord.adapters.cli.stopping import Interrupted, signal_of
-    from groupcoord.adapters.replay.stopping import stop_behind
+    from groupcoord.adapters.traces.stopping import stop_behind
 
     def runner():
         try:

@@ -4,7 +4,8 @@ project's own, and any further ones beside the repository."""
 
 import pytest
 
-from groupcoord.adapters.conformance.scenarios import run_file, run_scenario, scenario_files, suite_files
+from groupcoord.adapters.conformance.suite import suite_files
+from groupcoord.adapters.scenarios.runner import run_file, run_scenario, scenario_files
 from paths import KAFKA_SCENARIOS, ROOT, SCENARIOS, SUITE
 
 FILES = SUITE

@@ -19,9 +19,10 @@ from groupcoord.adapters.cli import replay as replay_cli
 from groupcoord.adapters.replay import report as replay_report
 from groupcoord.adapters.replay.plain_job import plain_replay
 from groupcoord.adapters.sim import simulator, workload
-from groupcoord.adapters.replay import trace_files as trace_io
+from groupcoord.adapters.traces import trace_files as trace_io
 from groupcoord.core import trace
-from groupcoord.adapters.replay import records, stream
+from groupcoord.adapters.replay import stream
+from groupcoord.adapters.traces import records
 from groupcoord.adapters.replay.phases import PHASES
 from groupcoord.core.config import CoordinatorConfig  # noqa: E402
 from replay_helpers import shared_recording, spread_over_files  # noqa: E402
@@ -319,7 +320,7 @@ def test_scenario_runner_recordings_replay_clean(tmp_path):
     """Every conformance scenario, recorded as the scenario runner runs it (instance scope,
     ``groupcoord scenario --trace``), replays with no divergence and no violation; only a
     scenario that reloads with new settings has no trace, and says why."""
-    from groupcoord.adapters.conformance import scenarios as conformance
+    from groupcoord.adapters.scenarios import runner as conformance
 
     from paths import SUITE
 

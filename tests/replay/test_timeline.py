@@ -7,7 +7,7 @@ pytest.importorskip("pyarrow")
 from groupcoord.adapters.cli import replay as replay_cli
 from groupcoord.adapters.sim import simulator
 from groupcoord.adapters.replay import timeline
-from groupcoord.adapters.replay import trace_files as trace_io
+from groupcoord.adapters.traces import trace_files as trace_io
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import sys
 import pytest
 from paths import ROOT
 
-from groupcoord.adapters.replay import trace_files
+from groupcoord.adapters.traces import trace_files
 from groupcoord.adapters.replay.partition import check_trace
 
 CLI = [sys.executable, "-m", "groupcoord.adapters.cli.main"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from groupcoord.adapters.conformance.scenarios import run_scenario
+from groupcoord.adapters.scenarios.runner import run_scenario
 from groupcoord.adapters.tla.mutants import MUTANTS, applied
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.testing.reproduce import scenario

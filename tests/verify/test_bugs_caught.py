@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from groupcoord.adapters.conformance.observed import observe_scenario
-from groupcoord.adapters.conformance.scenarios import read_scenario, suite_files
+from groupcoord.adapters.conformance.suite import suite_files
+from groupcoord.adapters.scenarios.runner import read_scenario
 from groupcoord.adapters.tla.mutants import MUTANTS, applied
 from groupcoord.adapters.verify.from_core import observe
 from groupcoord.adapters.verify.observed import split

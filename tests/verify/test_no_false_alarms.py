@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from groupcoord.adapters.conformance.observed import observe_scenario
-from groupcoord.adapters.conformance.scenarios import read_scenario, suite_files
+from groupcoord.adapters.conformance.suite import suite_files
+from groupcoord.adapters.scenarios.runner import read_scenario
 from groupcoord.adapters.verify.observed import split
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, Settings, verify_group
 

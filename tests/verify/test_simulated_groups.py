@@ -12,8 +12,8 @@ import pytest
 
 from groupcoord.core import events as ev
 from groupcoord.adapters.protocol.translate import request_body, request_event
-from groupcoord.adapters.replay.trace_files import coordinator_config, read_manifest, read_records
-from groupcoord.adapters.replay.records import decode_event
+from groupcoord.adapters.traces.trace_files import coordinator_config, read_manifest, read_records
+from groupcoord.adapters.traces.records import decode_event
 from groupcoord.adapters.sim.simulator import simulate
 from groupcoord.adapters.verify.from_trace import observed_pairs
 from groupcoord.adapters.verify.observed import split

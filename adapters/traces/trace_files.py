@@ -25,7 +25,7 @@ import attrs
 
 from groupcoord.core import trace
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.adapters.replay.records import GROUP, INSTANCE, MALFORMED_ROW, TraceColumns
+from groupcoord.adapters.traces.records import GROUP, INSTANCE, MALFORMED_ROW, TraceColumns
 
 TraceError = trace.TraceError
 MANIFEST = "meta.json"

@@ -1,4 +1,4 @@
-"""Runs conformance scenarios (spec/conformance/FORMAT.md, version 1) against the core.
+"""Runs scenario files (spec/conformance/FORMAT.md, version 1) against the core.
 
 Each scenario drives a fresh ``Driver``: requests become events through ``core.wire``, answers
 are shaped to the request's API version and matched as the format says. Anything the format
@@ -8,7 +8,6 @@ does not define is a FAIL with the reason, never a skip.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -52,34 +51,6 @@ def scenario_files(paths: Iterable[str | Path]) -> list[Path]:
             files.extend(sorted(p.glob("*.json")))
         else:
             files.append(p)
-    return files
-
-
-# The suite the project runs, relative to the repository's root: scenarios encoded from Kafka's
-# own tests (with their format, spec/conformance/FORMAT.md) and the project's own.
-SUITE_DIRS = ("spec/conformance/scenarios", "tests/scenarios")
-# Directories of further scenarios (os.pathsep-separated; empty for none). Unset: the team's
-# shared folder beside the repository, when it is there.
-EXTRA_SCENARIOS_ENV = "GROUPCOORD_EXTRA_SCENARIOS"
-
-
-def extra_scenario_dirs(root: str | Path) -> list[Path]:
-    setting = os.environ.get(EXTRA_SCENARIOS_ENV)
-    if setting is None:
-        shared = Path(root).resolve().parent / "shared" / "conformance" / "scenarios"
-        return [shared] if shared.is_dir() else []
-    return [Path(d) for d in setting.split(os.pathsep) if d]
-
-
-def suite_files(root: str | Path, extra: Iterable[str | Path] | None = None) -> list[Path]:
-    """The repository's suite, then every scenario of the extra directories (default:
-    ``extra_scenario_dirs``) whose file name the suite does not already have."""
-    files = scenario_files([Path(root) / d for d in SUITE_DIRS if (Path(root) / d).is_dir()])
-    names = {f.name for f in files}
-    for f in scenario_files(extra_scenario_dirs(root) if extra is None else extra):
-        if f.name not in names:
-            names.add(f.name)
-            files.append(f)
     return files
 
 
@@ -334,7 +305,7 @@ class _RecordingRunner(Runner):
         self.problem: str | None = "the scenario stopped before its coordinator started"
 
     def start(self, config: dict, topics: dict | None) -> None:
-        from groupcoord.adapters.replay.trace_files import InstanceRecorder
+        from groupcoord.adapters.traces.trace_files import InstanceRecorder
 
         try:
             self.recorder = InstanceRecorder(self.directory)
@@ -381,7 +352,7 @@ class _RecordingRunner(Runner):
     def _discard(self) -> None:
         """No partial trace is left behind (it would replay as a different run); only the
         files this runner writes are removed, and the directory if that empties it."""
-        from groupcoord.adapters.replay.trace_files import MANIFEST
+        from groupcoord.adapters.traces.trace_files import MANIFEST
 
         recorder, self.recorder = self.recorder, None
         if recorder is not None:

@@ -12,8 +12,8 @@ swept by ``remove_unfinished`` (a second signal can cut a block's own clean-up s
 every process of the foreground group, but only the command's main process answers it (it
 stops the pool: ``quiet_worker``), and it does so at once, not at the next result.
 
-It lives in ``replay``, the lowest wing that writes results; every wing above imports it from
-here.
+It lives in ``traces``, below every wing that writes results (trace files, reports, verdicts,
+recordings), which all import it from here.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""The Spark session a replay runs in, and what it prints: ``spark_session`` (the Python
-workers run this interpreter; Spark logs at WARN through ``LOG4J2_PROPERTIES`` unless verbose,
-also under spark-submit, whose JVM is already up) and ``StageProgress`` (a progress bar on
-stderr per long stage).
+"""The Spark session the jobs that read traces run in (the replay and ``verify``), and what it
+prints: ``spark_session`` (the Python workers run this interpreter; Spark logs at WARN through
+``LOG4J2_PROPERTIES`` unless verbose, also under spark-submit, whose JVM is already up) and
+``StageProgress`` (a progress bar on stderr per long stage).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from groupcoord.adapters.replay.stopping import stop_behind
+from groupcoord.adapters.traces.stopping import stop_behind
 
 # Spark's own logging at WARN (spark_session, unless verbose): the driver JVM reads this
 # log4j2 configuration from its start (Spark's default profile prints a banner and, under
@@ -45,7 +45,7 @@ def log4j2_file() -> str:
     except OSError:
         current = None
     if current != LOG4J2_PROPERTIES:
-        from groupcoord.adapters.replay.stopping import written
+        from groupcoord.adapters.traces.stopping import written
 
         with written(path) as tmp:
             tmp.write_text(LOG4J2_PROPERTIES)
@@ -245,7 +245,7 @@ class StageProgress:
 
     def check(self, final: bool = False) -> None:
         """One look at the running stages (the thread calls it every ``poll`` seconds)."""
-        from groupcoord.adapters.replay.progress import Progress
+        from groupcoord.adapters.traces.progress import Progress
 
         now = self.clock()
         active = set() if final else set(self.tracker.getActiveStageIds())

@@ -7,8 +7,8 @@ created afterwards follows it. A bar appears only once its run has lasted ``afte
 is redrawn at most every quarter second on a terminal (every 10 s elsewhere) and is erased
 when it is done, so a short run prints nothing and the results that follow stand alone.
 
-It lives in ``replay``, the lowest wing that shows progress (replay's Spark stages); every wing
-above imports it from here.
+It lives in ``traces``, below every wing that shows progress (replay's Spark stages, verify,
+the simulator, the benchmarks, the command line), which all import it from here.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The one progress display (adapters/replay/progress.py): a tqdm bar on stderr, shown on a
+"""The one progress display (adapters/traces/progress.py): a tqdm bar on stderr, shown on a
 terminal, not elsewhere unless the command says --progress (and never with --no-progress);
 a short run shows nothing; the commands that run long take the flag."""
 
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from groupcoord.adapters.replay import progress
-from groupcoord.adapters.replay.progress import Progress
+from groupcoord.adapters.traces import progress
+from groupcoord.adapters.traces.progress import Progress
 
 
 class Terminal(io.StringIO):
