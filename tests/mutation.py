@@ -107,7 +107,7 @@ def python(code: str, workdir: Path, *args: str) -> str:
 def results(workdir: Path) -> dict[str, int | None]:
     """Every mutant's exit code (None: not run yet), read from mutmut's files."""
     found: dict[str, int | None] = {}
-    for meta in sorted((workdir / "mutants" / "groupcoord" / "core").glob("*.py.meta")):
+    for meta in sorted((workdir / "mutants" / "groupcoord" / "core").rglob("*.py.meta")):  # core/classic/ too
         found.update(json.loads(meta.read_text())["exit_code_by_key"])
     return found
 

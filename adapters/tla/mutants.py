@@ -2,8 +2,9 @@
 that catches each (``groupcoord tla mutants``; catalogue in tla/README.md).
 
 A core mutant is applied at run time only: the source of one or more methods of
-the group machine (``groupcoord.core.classic.machine.GroupMachine`` and the ``Membership`` and
-``Joining`` parts it extends) is edited in memory, compiled in the module's namespace and set on the class; ``applied`` restores the originals.
+the classic group machine's functions (``groupcoord.core.classic.joining`` and ``membership``) or of
+the coordinator is edited in memory, compiled in its module's namespace and set on the module or
+the class, before the coordinator that runs it is made; ``applied`` restores the originals.
 The source tree is never written. A spec mutant is a text edit of a copy of tla/ (tla_run's
 ``replace``).
 
@@ -34,7 +35,7 @@ from typing import Callable
 
 import attrs
 
-from groupcoord.core.classic import machine
+from groupcoord.core.classic import joining, membership
 from groupcoord.core.coordinator import Coordinator
 
 
@@ -102,32 +103,32 @@ MUTANTS: list[Mutant] = [
            "a static member rejoining with an unknown member id outside Stable keeps its old member id",
            "KAFKA-8500", ids=("KAFKA-8500",),
            core=(("_join_new_member", ((
-               "                self._replace_static_member(g, req, old_id, new_id)",
+               "                _replace_static_member(s, g, req, old_id, new_id)",
                "                if g.state is STABLE:\n"
-               "                    self._replace_static_member(g, req, old_id, new_id)\n"
+               "                    _replace_static_member(s, g, req, old_id, new_id)\n"
                "                else:\n"
-               "                    self._update_member_then_rebalance(g, g.members[old_id], req)"),)),)),
+               "                    _update_member_then_rebalance(s, g, g.members[old_id], req)"),)),)),
     Mutant("static-join-completing-no-rebalance",
            "a static member joining in CompletingRebalance does not trigger a rebalance, so its new id "
            "gets an empty assignment", "KAFKA-9801", ids=("KAFKA-9801",),
            core=(("_replace_static_member", ((
-               "        elif g.state is COMPLETING_REBALANCE:\n            self._prepare_rebalance(g)",
+               "        elif g.state is COMPLETING_REBALANCE:\n            prepare_rebalance(s, g)",
                "        elif g.state is COMPLETING_REBALANCE:\n            pass"),)),)),
     Mutant("leave-in-preparing-no-complete",
            "a member removed while PreparingRebalance does not complete the join phase; the group waits "
            "for the rebalance timeout", "KoP pull request #380", ids=("KoP-380",),
-           core=(("_leave", ((
-               "            elif g.state is PREPARING_REBALANCE:\n                self._maybe_complete_join(g)",
+           core=(("leave", ((
+               "            elif g.state is PREPARING_REBALANCE:\n                maybe_complete_join(s, g)",
                "            elif g.state is PREPARING_REBALANCE:\n                pass"),)),)),
     Mutant("disconnected-never-removed",
            "members that disconnect are never removed, and the group stays in PreparingRebalance",
            "Redpanda issue #3300", ids=("Redpanda-3300",),
-           core=(("_heartbeat_expired", ((
+           core=(("heartbeat_expired", ((
                "        member = group.members.get(mid)\n",
                "        member = group.members.get(mid)\n        return\n"),)),
-                 ("_complete_join", ((
-                     "                g.remove(mid)\n                self._cancel(HeartbeatTimer(g.partition, g.group_id, mid))",
-                     "                self._arm(JoinTimer(g.partition, g.group_id), g.rebalance_timeout_ms)\n"
+                 ("complete_join", ((
+                     "                g.remove(mid)\n                s.cancel(HeartbeatTimer(g.partition, g.group_id, mid))",
+                     "                s.arm(JoinTimer(g.partition, g.group_id), g.rebalance_timeout_ms)\n"
                      "                return"),)))),
     Mutant("first-generation-zero", "the first generation is 0 instead of 1", "issue #3 list",
            core=(("_init_next_generation", ((
@@ -139,14 +140,14 @@ MUTANTS: list[Mutant] = [
                "        elif group.state is EMPTY:\n            error = NONE\n        else:"),)),)),
     Mutant("follower-assignment-accepted", "a follower's assignment accepted (written as the group's)",
            "issue #3 list",
-           core=(("_sync", ((
+           core=(("sync", ((
                "            if req.member_id == g.leader_id:", "            if True:"),)),)),
     Mutant("assignment-before-write", "an assignment applied before its write succeeds",
            "issue #3 list",
-           core=(("_sync", ((
-               "                self._append(record, AfterSync(g.group_id, g.generation_id, "
+           core=(("sync", ((
+               "                s.append(record, AfterSync(g.group_id, g.generation_id, "
                "tuple(assignments.items())))",
-               "                self._append(record, AfterSync(g.group_id, g.generation_id, "
+               "                s.append(record, AfterSync(g.group_id, g.generation_id, "
                "tuple(assignments.items())))\n"
                "                for _mid in list(g.members):\n"
                "                    g.put(evolve(g.members[_mid], assignment=assignments.get(_mid, b\"\")))"),)),)),
@@ -159,26 +160,26 @@ MUTANTS: list[Mutant] = [
                "        g.generation_id += 1", "        g.generation_id += 2"),)),)),
     Mutant("no-sync-timer", "no sync timer after the join phase: a member that never syncs blocks the group",
            "KAFKA-12890", ids=("KAFKA-12890",),
-           core=(("_complete_join", ((
-               "        self._arm(SyncTimer(g.partition, g.group_id), g.rebalance_timeout_ms, g.generation_id)",
+           core=(("complete_join", ((
+               "        s.arm(SyncTimer(g.partition, g.group_id), g.rebalance_timeout_ms, g.generation_id)",
                "        pass"),)),)),
     Mutant("static-replace-not-persisted",
            "a static member rejoining a Stable group with an unknown member id is answered at once and its "
            "new member id is never written", "KAFKA-10284", ids=("KAFKA-10284",),
            core=(("_replace_static_member", ((
-               "                self._append(metadata_record(g, self._now, with_members=True),\n"
+               "                s.append(metadata_record(g, s.now, with_members=True),\n"
                "                             AfterStaticReplace(g.group_id, req.group_instance_id, old_id, new_id,\n"
                "                                                old.protocols, old.rebalance_timeout_ms, "
                "old.session_timeout_ms,\n"
                "                                                previous_leader, req.request_id, req.version))",
                "                g.put(evolve(new, awaiting_join=None))\n"
-               "                self._respond(req.request_id, self._join_response(g, new_id, with_members=False))"),)),)),
+               "                s.respond(req.request_id, join_response(g, new_id, with_members=False))"),)),)),
     Mutant("session-timer-rebalance-length",
            "a member's session timer armed with its rebalance timeout when the join phase completes",
            "issue #17 (timer lengths)", expect="ms", checks=("graph-check", "trace"),
-           core=(("_complete_join", ((
-               "            self._arm(HeartbeatTimer(g.partition, g.group_id, mid), member.session_timeout_ms)",
-               "            self._arm(HeartbeatTimer(g.partition, g.group_id, mid), member.rebalance_timeout_ms)"),)),)),
+           core=(("complete_join", ((
+               "            s.arm(HeartbeatTimer(g.partition, g.group_id, mid), member.session_timeout_ms)",
+               "            s.arm(HeartbeatTimer(g.partition, g.group_id, mid), member.rebalance_timeout_ms)"),)),)),
     Mutant("commit-from-stale-generation",
            "an offset commit from a member of an older generation accepted (a fenced member's commit)",
            "issue #17 (offsets)",
@@ -311,13 +312,14 @@ MUTANTS: list[Mutant] = [
 
 @contextlib.contextmanager
 def applied(mutant: Mutant):
-    """The core mutant, in place on the group machine (or the coordinator, for offsets) for the
-    duration. A method is compiled in the namespace of the module that defines it (``joining``,
-    ``membership``, ``machine``, ``offsets``...)."""
+    """The core mutant, in place in the group machine's modules (or on the coordinator, for
+    offsets) for the duration. A function is compiled in the namespace of the module that
+    defines it (``joining``, ``membership``, ``offsets``...) and indented as a method, so one
+    edit's text reads the same for both."""
     originals = {}
     try:
         for method, edits in mutant.core:
-            owner = next(c for c in machine.GroupMachine.__mro__ + Coordinator.__mro__ if method in vars(c))
+            owner = next(c for c in (joining, membership, *Coordinator.__mro__) if method in vars(c))
             original = vars(owner)[method]
             source = textwrap.dedent(inspect.getsource(original))
             for old, new in edits:
@@ -328,7 +330,7 @@ def applied(mutant: Mutant):
                                      f"{indented.count(old)} times")
                 source = textwrap.dedent(indented.replace(old, new))
             namespace: dict = {}
-            module = sys.modules[owner.__module__]
+            module = owner if inspect.ismodule(owner) else sys.modules[owner.__module__]
             exec(compile(source, f"<mutant {mutant.name}: {method}>", "exec"), vars(module), namespace)
             originals[method] = (owner, original)
             setattr(owner, method, namespace[method])

@@ -51,9 +51,9 @@ MUTANTS = [
            "classic/model.py", "        for name, _ in self.protocols:", "        for name, _ in reversed(self.protocols):"),
     Mutant("c-heartbeat-unknown-member", "Heartbeat of an unknown member id answers ILLEGAL_GENERATION "
            "(Kafka: UNKNOWN_MEMBER_ID)", "classic/membership.py",
-           "                    error = e.error\n            elif req.generation_id",
-           "                    error = Error.ILLEGAL_GENERATION if e.error is Error.UNKNOWN_MEMBER_ID else e.error\n"
-           "            elif req.generation_id"),
+           "                error = e.error\n        elif req.generation_id",
+           "                error = Error.ILLEGAL_GENERATION if e.error is Error.UNKNOWN_MEMBER_ID else e.error\n"
+           "        elif req.generation_id"),
     Mutant("d-expired-member-kept", "a member whose session timeout passed without a heartbeat is not removed",
            "classic/model.py", "return not self.is_new and (self.awaiting_join is not None or self.awaiting_sync is not None)",
            "return not self.is_new"),
@@ -62,17 +62,17 @@ MUTANTS = [
            "gone = self._now - base(entry) >= retention_ms", "gone = self._now - base(entry) > retention_ms"),
     Mutant("f-session-timer-rebalance", "join completion arms members' session timers with the rebalance "
            "timeout", "classic/joining.py",
-           "                self._respond(member.awaiting_join.request_id, response)\n"
-           "            self._arm(HeartbeatTimer(g.partition, g.group_id, mid), member.session_timeout_ms)",
-           "                self._respond(member.awaiting_join.request_id, response)\n"
-           "            self._arm(HeartbeatTimer(g.partition, g.group_id, mid), member.rebalance_timeout_ms)"),
+           "            s.respond(member.awaiting_join.request_id, response)\n"
+           "        s.arm(HeartbeatTimer(g.partition, g.group_id, mid), member.session_timeout_ms)",
+           "            s.respond(member.awaiting_join.request_id, response)\n"
+           "        s.arm(HeartbeatTimer(g.partition, g.group_id, mid), member.rebalance_timeout_ms)"),
     Mutant("g-metadata-boundary", "metadata exactly offset.metadata.max.bytes long is refused "
            "(Kafka: OFFSET_METADATA_TOO_LARGE only when longer)", "offsets.py",
            "and _java_length(metadata) > limit:", "and _java_length(metadata) >= limit:"),
     Mutant("h-initial-delay-max", "the initial-rebalance delay is extended by max(initial delay, remaining) "
            "(Kafka: min)", "classic/membership.py",
-           "new_delay = min(self.config.group_initial_rebalance_delay_ms, remaining)",
-           "new_delay = max(self.config.group_initial_rebalance_delay_ms, remaining)"),
+           "new_delay = min(s.config.group_initial_rebalance_delay_ms, remaining)",
+           "new_delay = max(s.config.group_initial_rebalance_delay_ms, remaining)"),
     Mutant("i-max-size-boundary", "a Stable/CompletingRebalance group already at group.max.size accepts one "
            "more member", "classic/joining.py",
            "return member is not None or len(g.members) < limit", "return member is not None or len(g.members) <= limit"),
@@ -80,19 +80,19 @@ MUTANTS = [
            "config.py", "NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000", "NEW_MEMBER_JOIN_TIMEOUT_MS = 30_000"),
     Mutant("k-heartbeat-stale-generation", "Heartbeat at a stale generation answers UNKNOWN_MEMBER_ID "
            "(Kafka: ILLEGAL_GENERATION)", "classic/membership.py",
-           "            elif req.generation_id != group.generation_id:\n                error = Error.ILLEGAL_GENERATION",
-           "            elif req.generation_id != group.generation_id:\n                error = Error.UNKNOWN_MEMBER_ID"),
+           "        elif req.generation_id != group.generation_id:\n            error = Error.ILLEGAL_GENERATION",
+           "        elif req.generation_id != group.generation_id:\n            error = Error.UNKNOWN_MEMBER_ID"),
     Mutant("l-sync-stale-generation", "SyncGroup at a stale generation answers REBALANCE_IN_PROGRESS "
            "(Kafka: ILLEGAL_GENERATION)", "classic/membership.py",
-           "        if req.generation_id != group.generation_id:\n            error = Error.ILLEGAL_GENERATION",
-           "        if req.generation_id != group.generation_id:\n            error = Error.REBALANCE_IN_PROGRESS"),
+           "    if req.generation_id != group.generation_id:\n        error = Error.ILLEGAL_GENERATION",
+           "    if req.generation_id != group.generation_id:\n        error = Error.REBALANCE_IN_PROGRESS"),
     Mutant("m-commit-stale-generation", "OffsetCommit at a stale generation answers UNKNOWN_MEMBER_ID "
            "(Kafka: ILLEGAL_GENERATION)", "offsets.py",
            "        if req.generation_id != group.generation_id:\n            raise MemberError(Error.ILLEGAL_GENERATION)",
            "        if req.generation_id != group.generation_id:\n            raise MemberError(Error.UNKNOWN_MEMBER_ID)"),
     Mutant("n-leave-pending-member", "LeaveGroup of a pending member id answers UNKNOWN_MEMBER_ID and keeps it "
            "pending (Kafka: NONE, removed)", "classic/membership.py",
-           "            elif mid in g.pending_members:", "            elif False:"),
+           "        elif mid in g.pending_members:", "        elif False:"),
     Mutant("o-rebalance-timeout-min", "the group's rebalance timeout (join and sync timers, initial delay) is "
            "the smallest of the members' (Kafka: the largest)", "classic/model.py",
            "return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)",

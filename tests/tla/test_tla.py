@@ -250,14 +250,14 @@ def test_named_bugs_are_in_the_catalogue(mutants):
 
 
 def test_mutants_restore_the_core():
-    from groupcoord.core.classic import machine
+    from groupcoord.core.classic import joining
     from groupcoord.adapters.tla.mutants import applied
 
     m = next(m for m in MUTANTS if m.name == "generation-bumped-twice")
-    before = machine.GroupMachine._init_next_generation
+    before = joining._init_next_generation
     with applied(m):
-        assert machine.GroupMachine._init_next_generation is not before
-    assert machine.GroupMachine._init_next_generation is before
+        assert joining._init_next_generation is not before
+    assert joining._init_next_generation is before
 
 
 def test_trace_validation_checks_action_properties(setup):
