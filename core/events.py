@@ -15,10 +15,8 @@ from .frozen import frozen
 
 from .errors import Error
 
-_kw = frozen(kw_only=True)
 
-
-@_kw
+@frozen(kw_only=True)
 class Request:
     request_id: Any
     now_ms: int
@@ -27,7 +25,7 @@ class Request:
     client_host: str = "/127.0.0.1"
 
 
-@_kw
+@frozen(kw_only=True)
 class JoinGroup(Request):
     group_id: str
     session_timeout_ms: int
@@ -42,7 +40,7 @@ class JoinGroup(Request):
     new_member_uuid: str
 
 
-@_kw
+@frozen(kw_only=True)
 class SyncGroup(Request):
     group_id: str
     generation_id: int
@@ -53,7 +51,7 @@ class SyncGroup(Request):
     assignments: tuple[tuple[str, bytes], ...] = ()
 
 
-@_kw
+@frozen(kw_only=True)
 class Heartbeat(Request):
     group_id: str
     generation_id: int
@@ -68,7 +66,7 @@ class MemberIdentity:
     reason: str | None = None
 
 
-@_kw
+@frozen(kw_only=True)
 class LeaveGroup(Request):
     group_id: str
     members: tuple[MemberIdentity, ...]
@@ -83,7 +81,7 @@ class CommitPartition:
     commit_timestamp: int = -1  # only in OffsetCommit v1, kept for completeness
 
 
-@_kw
+@frozen(kw_only=True)
 class OffsetCommit(Request):
     group_id: str
     generation_id: int = -1
@@ -101,42 +99,42 @@ class FetchGroup:
     member_epoch: int = -1
 
 
-@_kw
+@frozen(kw_only=True)
 class OffsetFetch(Request):
     groups: tuple[FetchGroup, ...]
     require_stable: bool = False
 
 
-@_kw
+@frozen(kw_only=True)
 class DescribeGroups(Request):
     groups: tuple[str, ...]
     include_authorized_operations: bool = False
 
 
-@_kw
+@frozen(kw_only=True)
 class ListGroups(Request):
     states_filter: tuple[str, ...] = ()
     types_filter: tuple[str, ...] = ()
 
 
-@_kw
+@frozen(kw_only=True)
 class DeleteGroups(Request):
     groups_names: tuple[str, ...]
 
 
-@_kw
+@frozen(kw_only=True)
 class OffsetDelete(Request):
     group_id: str
     topics: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
 
-@_kw
+@frozen(kw_only=True)
 class FindCoordinator(Request):
     key_type: int = 0
     coordinator_keys: tuple[str, ...] = ()
 
 
-@_kw
+@frozen(kw_only=True)
 class TimerFired:
     """A timer the coordinator armed with SetTimer reached its deadline (and was not replaced
     or cancelled since). ``payload`` is the one given with SetTimer."""
@@ -146,20 +144,20 @@ class TimerFired:
     payload: Any = None
 
 
-@_kw
+@frozen(kw_only=True)
 class WriteCompleted:
     now_ms: int
     write_id: int
 
 
-@_kw
+@frozen(kw_only=True)
 class WriteFailed:
     now_ms: int
     write_id: int
     error: Error
 
 
-@_kw
+@frozen(kw_only=True)
 class LoadPartition:
     """This coordinator becomes the owner of an offsets-topic partition and replays its records,
     oldest first. ``loading=True`` only marks it as loading (requests get
@@ -171,7 +169,7 @@ class LoadPartition:
     loading: bool = False
 
 
-@_kw
+@frozen(kw_only=True)
 class UnloadPartition:
     now_ms: int
     partition: int

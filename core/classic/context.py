@@ -49,6 +49,7 @@ class StepContext:
 
     def thaw(self) -> GroupDraft:
         if self.draft is None:
+            assert self.group is not None  # an input thaws the group it found, or the one it created
             self.draft = GroupDraft(self.group)
         return self.draft
 

@@ -12,18 +12,38 @@ from types import MappingProxyType
 
 from .subscription import subscription_topics
 from ..frozen import evolve, field_copier, field_reader
-from .model import Group, Member, Parked
+from .model import Group, GroupReads, Member, Parked
 from ..partitioning import java_string_hash
 from .states import EMPTY, GroupState, require_legal
 
 
-_FIELDS, _values = field_reader(Group)  # _values: a Group's or a draft's fields, in one call
+_reader = field_reader(Group)
+assert _reader is not None  # Group's __init__ takes every field by name
+_FIELDS, _values = _reader  # _values: a Group's or a draft's fields, in one call
 _AT = {name: i for i, name in enumerate(_FIELDS)}  # a field's position in Group's __init__
 _copy_fields = field_copier(Group)
 
 
-class GroupDraft:
+class GroupDraft(GroupReads):
     __slots__ = _FIELDS
+    # Group's fields (tests/core check the names), its collections thawed
+    group_id: str
+    partition: int
+    state: GroupState
+    previous_state: GroupState
+    state_timestamp_ms: int | None
+    generation_id: int
+    protocol_type: str | None
+    protocol_name: str | None
+    leader_id: str | None
+    members: dict[str, Member]
+    static_members: dict[str, str]
+    pending_members: set[str]
+    pending_sync: set[str]
+    protocol_counts: dict[str, int]
+    num_awaiting_join: int
+    new_member_added: bool
+    subscribed_topics: frozenset[str] | None
 
     def __init__(self, group: Group):
         _copy_fields(self, group)
@@ -41,11 +61,6 @@ class GroupDraft:
         values[_AT["pending_sync"]] = frozenset(self.pending_sync)
         values[_AT["protocol_counts"]] = MappingProxyType({k: v for k, v in self.protocol_counts.items() if v})
         return Group(*values)
-
-    # Read helpers shared with the frozen Group.
-    rebalance_timeout_ms = Group.rebalance_timeout_ms
-    has_all_members_joined = Group.has_all_members_joined
-    can_rebalance = Group.can_rebalance
 
     def transition(self, target: GroupState, now_ms: int) -> None:
         require_legal(self.group_id, self.state, target)

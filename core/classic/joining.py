@@ -74,7 +74,7 @@ def _join_new_member(s: StepContext, g: GroupDraft, req: JoinGroup) -> None:
         new_id = f"{req.group_instance_id}-{req.new_member_uuid}"
         old_id = g.static_members.get(req.group_instance_id)
         if old_id is not None:
-            _replace_static_member(s, g, req, old_id, new_id)
+            _replace_static_member(s, g, req, req.group_instance_id, old_id, new_id)
         else:
             _add_member(s, g, req, new_id)
     else:
@@ -164,9 +164,10 @@ def maybe_complete_join(s: StepContext, g: GroupDraft) -> None:
 
 # -------------------------------------------------------- static replacement (§6)
 
-def _replace_static_member(s: StepContext, g: GroupDraft, req: JoinGroup, old_id: str, new_id: str) -> None:
+def _replace_static_member(s: StepContext, g: GroupDraft, req: JoinGroup, instance_id: str, old_id: str,
+                           new_id: str) -> None:
     previous_leader = g.leader_id
-    old, new = g.replace_static(req.group_instance_id, old_id, new_id)
+    old, new = g.replace_static(instance_id, old_id, new_id)
     _fence(s, old)
     s.arm(HeartbeatTimer(g.partition, g.group_id, new_id), new.session_timeout_ms)
     new = g.update(new, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
@@ -175,7 +176,7 @@ def _replace_static_member(s: StepContext, g: GroupDraft, req: JoinGroup, old_id
         if (g.protocol_name or "") == g.select_protocol():
             # No rebalance: persist the new id first; the join is answered after the write.
             s.append(metadata_record(g, s.now, with_members=True),
-                         AfterStaticReplace(g.group_id, req.group_instance_id, old_id, new_id,
+                         AfterStaticReplace(g.group_id, instance_id, old_id, new_id,
                                             old.protocols, old.rebalance_timeout_ms, old.session_timeout_ms,
                                             previous_leader, req.request_id, req.version))
         else:
@@ -183,7 +184,7 @@ def _replace_static_member(s: StepContext, g: GroupDraft, req: JoinGroup, old_id
     elif g.state is COMPLETING_REBALANCE:
         prepare_rebalance(s, g)
     elif g.state is EMPTY:
-        raise AssertionError(f"static member {req.group_instance_id} rejoined {g.group_id} in {g.state}")
+        raise AssertionError(f"static member {instance_id} rejoined {g.group_id} in {g.state}")
     else:
         maybe_complete_join(s, g)
 
@@ -203,11 +204,10 @@ def static_replace_written(s: StepContext, data: AfterStaticReplace, error: Erro
     previous_leader, request_id, version = data.previous_leader_id, data.request_id, data.version
     group = s.current()
     member = group.members.get(new_id) if group is not None else None
-    parked = member is not None and member.awaiting_join is not None \
-        and member.awaiting_join.request_id == request_id
+    if group is None or member is None or member.awaiting_join is None \
+            or member.awaiting_join.request_id != request_id:
+        return  # the join is no longer parked: answered already, or its member gone
     if error is None:
-        if not parked:
-            return
         g = s.thaw()
         member = g.members[new_id]
         g.put(evolve(member, awaiting_join=None))
@@ -220,17 +220,16 @@ def static_replace_written(s: StepContext, data: AfterStaticReplace, error: Erro
                                     leader=previous_leader or "")
         s.respond(request_id, response)
         return
-    if parked and group.static_members.get(instance_id) == new_id:
+    if group.static_members.get(instance_id) == new_id:
         g = s.thaw()
         g.update(g.members[new_id], old_protocols, old_rebalance_ms, old_session_ms, None)
         g.replace_static(instance_id, new_id, old_id)
         s.arm(HeartbeatTimer(g.partition, gid, old_id), old_session_ms)
         group = g
-    if parked:
-        s.respond(request_id, JoinGroupResponse(
-            error_code=translate_append_error(error), generation_id=group.generation_id,
-            protocol_type=group.protocol_type, protocol_name=group.protocol_name,
-            leader=previous_leader or "", member_id=""))
+    s.respond(request_id, JoinGroupResponse(
+        error_code=translate_append_error(error), generation_id=group.generation_id,
+        protocol_type=group.protocol_type, protocol_name=group.protocol_name,
+        leader=previous_leader or "", member_id=""))
 
 
 # ------------------------------------------------------- prepareRebalance (§3.2)
@@ -258,7 +257,7 @@ def propagate_assignment(s: StepContext, g: GroupDraft, error: Error, reset: boo
     ok = error is NONE
     for mid, member in list(g.members.items()):
         if reset or assignments is not None:
-            new_assignment = b"" if reset else assignments.get(mid, b"")
+            new_assignment = b"" if reset or assignments is None else assignments.get(mid, b"")
             if new_assignment != member.assignment:
                 member = evolve(member, assignment=new_assignment)
                 g.put(member)

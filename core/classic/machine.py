@@ -35,6 +35,9 @@ a group, and it is the hot path.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ..commands import HeartbeatTimer, JoinGroupResponse, JoinTimer, SyncGroupResponse, SyncTimer
 from ..config import CoordinatorConfig
 from ..continuations import AfterStaticReplace, AfterSync
@@ -77,7 +80,7 @@ class GroupMachine:
 
     def __init__(self, config: CoordinatorConfig) -> None:
         self.config = config
-        self._handlers = {
+        self._handlers: dict[type, Callable[[StepContext, Any], Any]] = {
             JoinGroup: joining.join, SyncGroup: membership.sync, LeaveGroup: membership.leave,
             TimerFired: _timer, Written: _written, Rebalance: _rebalance, Unload: _unload, Delete: _delete,
         }
@@ -111,10 +114,11 @@ def _timer(s: StepContext, event: TimerFired) -> None:
 
 
 def _written(s: StepContext, event: Written) -> None:
-    if type(event.continuation) is AfterSync:
-        membership.sync_written(s, event.continuation, event.error)
+    continuation = event.continuation
+    if isinstance(continuation, AfterSync):
+        membership.sync_written(s, continuation, event.error)
     else:
-        joining.static_replace_written(s, event.continuation, event.error)
+        joining.static_replace_written(s, continuation, event.error)
 
 
 def _rebalance(s: StepContext, event: Rebalance) -> None:

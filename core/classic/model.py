@@ -7,8 +7,8 @@ not (most heartbeats) leaves the same object in place, which keeps the hot path 
 from __future__ import annotations
 
 from types import MappingProxyType
+from collections.abc import Mapping, Set as AbstractSet
 from typing import Any
-from typing import Mapping
 
 from ..commands import DescribedGroup, DescribedMember, ListedGroup
 from ..errors import Error
@@ -65,8 +65,29 @@ class Member:
         return not self.is_new and (self.awaiting_join is not None or self.awaiting_sync is not None)
 
 
+class GroupReads:
+    """The reads a frozen ``Group`` and its mutable twin (draft.py's ``GroupDraft``) share."""
+
+    __slots__ = ()
+    state: GroupState
+    members: Mapping[str, Member]
+    pending_members: AbstractSet[str]
+    num_awaiting_join: int
+
+    @property
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    @property
+    def has_all_members_joined(self) -> bool:
+        return len(self.members) == self.num_awaiting_join and not self.pending_members
+
+    def can_rebalance(self) -> bool:
+        return self.state in _CAN_REBALANCE
+
+
 @frozen
-class Group:
+class Group(GroupReads):
     group_id: str
     partition: int
     state: GroupState = EMPTY
@@ -84,17 +105,6 @@ class Group:
     num_awaiting_join: int = 0
     new_member_added: bool = False
     subscribed_topics: frozenset[str] | None = None
-
-    @property
-    def rebalance_timeout_ms(self) -> int:
-        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
-
-    @property
-    def has_all_members_joined(self) -> bool:
-        return len(self.members) == self.num_awaiting_join and not self.pending_members
-
-    def can_rebalance(self) -> bool:
-        return self.state in _CAN_REBALANCE
 
     # ListGroups and DescribeGroups: each kind of group answers for itself
     KIND = "classic"

@@ -164,7 +164,7 @@ class ByteReader:
         return n
 
     def topic_partitions(self) -> tuple[TopicPartition, ...]:
-        out = []
+        out: list[TopicPartition] = []
         for _ in range(self.count()):
             topic = self.string()
             out.extend((topic, self.int32()) for _ in range(self.count()))
@@ -182,15 +182,10 @@ def subscription_topics(metadata: bytes) -> frozenset[str] | None:
         return None
 
 
-def _given(cls: type, value):
-    """``value`` if it is a ``cls``, else a ``cls`` of the plain iterable ``value`` and nothing else."""
-    return value if isinstance(value, cls) else cls(tuple(value))
-
-
 def encode_subscription(sub: Subscription | Sequence[str], version: int = SUBSCRIPTION_VERSION,
                         topic_order: TopicOrder | None = None) -> bytes:
     """``sub`` may be a plain list of topics (a subscription with nothing else)."""
-    sub = _given(Subscription, sub)
+    sub = sub if isinstance(sub, Subscription) else Subscription(tuple(sub))
     w = ByteWriter()
     w.int16(version)
     w.int32(len(sub.topics))
@@ -212,7 +207,8 @@ def decode_subscription(data: bytes, group_instance_id: str | None = None) -> Su
     version = r.version()
     topics = tuple(r.string() for _ in range(r.count()))
     user_data = r.nullable_bytes()
-    owned, generation, rack = (), DEFAULT_GENERATION, None
+    owned: tuple[TopicPartition, ...] = ()
+    generation, rack = DEFAULT_GENERATION, None
     if version >= 1 and not r.at_end():
         owned = r.topic_partitions()
     if version >= 2 and not r.at_end():
@@ -225,7 +221,7 @@ def decode_subscription(data: bytes, group_instance_id: str | None = None) -> Su
 def encode_assignment(assignment: Assignment | Iterable[TopicPartition], version: int = ASSIGNMENT_VERSION,
                       topic_order: TopicOrder | None = None) -> bytes:
     """``assignment`` may be a plain iterable of (topic, partition)."""
-    assignment = _given(Assignment, assignment)
+    assignment = assignment if isinstance(assignment, Assignment) else Assignment(tuple(assignment))
     w = ByteWriter()
     w.int16(version)
     w.topic_partitions(assignment.partitions, topic_order)

@@ -239,6 +239,46 @@ def test_frozen_keeps_attrs_init_where_it_does_more_than_assign():
     assert evolve(first, other=1) == WithFactory([], 1)
 
 
+def test_frozen_init_takes_the_names_and_fields_attrs_init_takes():
+    """Type checkers read ``frozen`` as attrs.frozen (core/frozen.py): the faster ``__init__``
+    takes what attrs' does, a private field by its alias and no field attrs leaves out."""
+    import inspect
+
+    import attrs
+
+    from groupcoord.core.frozen import frozen
+
+    @frozen
+    class Private:
+        _a: int
+        b: int = 0
+
+    assert Private(a=1, b=2) == Private(1, 2) and Private(a=1)._a == 1
+    assert list(inspect.signature(Private.__init__).parameters) == ["self", "a", "b"]
+    assert "_set__a" in Private.__init__.__code__.co_names  # the faster init, not attrs'
+
+    @frozen
+    class Derived:
+        a: int
+        b: int = attrs.field(init=False, default=7)
+
+    assert Derived(1).b == 7
+    with pytest.raises(TypeError):
+        Derived(1, 2)
+    assert "_set_a" not in Derived.__init__.__code__.co_names  # attrs' own init
+
+
+def test_a_group_draft_declares_the_group_fields():
+    """GroupDraft's annotations (what mypy checks the draft's code against) are Group's fields."""
+    import attrs
+
+    from groupcoord.core.classic.draft import GroupDraft
+    from groupcoord.core.classic.model import Group
+
+    assert list(GroupDraft.__annotations__) == [f.name for f in attrs.fields(Group)]
+    assert GroupDraft.__slots__ == tuple(GroupDraft.__annotations__)
+
+
 def test_evolve_goes_through_init_or_attrs_evolve():
     import attrs
 
