@@ -103,9 +103,9 @@ MUTANTS: list[Mutant] = [
            "a static member rejoining with an unknown member id outside Stable keeps its old member id",
            "KAFKA-8500", ids=("KAFKA-8500",),
            core=(("_join_new_member", ((
-               "                _replace_static_member(s, g, req, old_id, new_id)",
+               "                _replace_static_member(s, g, req, req.group_instance_id, old_id, new_id)",
                "                if g.state is STABLE:\n"
-               "                    _replace_static_member(s, g, req, old_id, new_id)\n"
+               "                    _replace_static_member(s, g, req, req.group_instance_id, old_id, new_id)\n"
                "                else:\n"
                "                    _update_member_then_rebalance(s, g, g.members[old_id], req)"),)),)),
     Mutant("static-join-completing-no-rebalance",
@@ -168,7 +168,7 @@ MUTANTS: list[Mutant] = [
            "new member id is never written", "KAFKA-10284", ids=("KAFKA-10284",),
            core=(("_replace_static_member", ((
                "                s.append(metadata_record(g, s.now, with_members=True),\n"
-               "                             AfterStaticReplace(g.group_id, req.group_instance_id, old_id, new_id,\n"
+               "                             AfterStaticReplace(g.group_id, instance_id, old_id, new_id,\n"
                "                                                old.protocols, old.rebalance_timeout_ms, "
                "old.session_timeout_ms,\n"
                "                                                previous_leader, req.request_id, req.version))",

@@ -260,6 +260,17 @@ def test_mutants_restore_the_core():
     assert joining._init_next_generation is before
 
 
+def test_every_core_mutant_applies_to_the_core_as_it_is():
+    """Each core mutant's text occurs once in its function: an edit of the core that changes it
+    fails here at once, not minutes into the mutant runs."""
+    from groupcoord.adapters.tla.mutants import applied
+
+    for m in MUTANTS:
+        if m.core:
+            with applied(m):
+                pass
+
+
 def test_trace_validation_checks_action_properties(setup):
     """Trace validation checks the spec's action properties on every step, not only its
     invariants on every line (issue 17 §6): the generated configuration lists every conjunct of
