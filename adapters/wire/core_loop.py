@@ -5,10 +5,33 @@ Every event goes through ``dispatch``: the core handles it, ``Respond`` goes to 
 ``Write`` to the storage pipeline, timer commands to the runner's ``TimerTable``; then the
 outcomes of finished writes are fed back in write order and the alarm is set to the next
 deadline (a real clock only: on a manual clock time moves by the test controls, and timers
-due at the current time fire at once if the clock says so). A core that
-raises is logged with its event (``CoreFailure``); the loop carries on with the next event.
+due at the current time fire at once if the clock says so).
 Each event handled is counted (``events_handled``) and told to the server's ``watch.Changes``:
 tests wait on the core's state, its timers included, rather than sleeping.
+
+A failed core is not used again. An exception inside ``Coordinator.handle`` (a bug) may have
+left the instance half-updated, and the instance refuses every later event
+(``CoordinatorFailed``), so the loop replaces it at once, inside the call that failed
+(``_replace_failed``):
+
+* every request the failed instance held is answered with Kafka's retriable NOT_COORDINATOR,
+  in its API's own error shape (``answer_parked``, the replies'): parked JoinGroup/SyncGroup,
+  answers held behind writes, the request that raised. Clients look the coordinator up again
+  and retry, as after a coordinator moved;
+* its writes in flight are forgotten (the pipeline's epoch): their outcomes never reach the
+  new instance. A write the storage still completes is read back by the reload; one it
+  drops was never acknowledged (its client got NOT_COORDINATOR);
+* its timers go with its runner (a new ``TimerTable``) and the alarm is cancelled;
+* a new ``Coordinator`` starts, and each partition the failed one owned is loaded again from
+  storage through the ownership path's load (``reload_partitions``, the partitions'): marked
+  loading at once (requests get the retriable COORDINATOR_LOAD_IN_PROGRESS), read once the
+  failed instance's writes have their outcomes, so every acknowledged write comes back. The
+  partition of a failed LoadPartition or UnloadPartition is not loaded again (its records
+  would fail the next instance too; its ownership was going);
+* one ``core_error`` line tells the event, the error, what was answered and reloaded.
+
+Nothing else sees the failure: the request handler, the timers and the write outcomes carry
+on with the new instance.
 """
 
 from __future__ import annotations
@@ -19,17 +42,14 @@ from typing import Any, Callable
 from groupcoord.core import events as ev
 from groupcoord.core.commands import Write
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.core.coordinator import Coordinator
+from groupcoord.core.coordinator import Coordinator, CoordinatorFailed
+from groupcoord.core.errors import Error
 from groupcoord.adapters.runtime.alarm import Alarm
 from groupcoord.adapters.runtime.runner import CommandRunner
 from groupcoord.adapters.runtime.timers import TimerTable
 from groupcoord.adapters.wire.kafka_lines import KafkaGroupLog
 from groupcoord.adapters.wire.log import GroupStateLog
 from groupcoord.adapters.wire.watch import Changes
-
-
-class CoreFailure(Exception):
-    """The core raised while handling an event (a bug in the core; logged with its event)."""
 
 
 class CoreLoop:
@@ -54,6 +74,11 @@ class CoreLoop:
         self.timers = TimerTable()
         self.closing = False  # set by the server's shutdown: no new alarms
         self._alarm = Alarm(self.clock, self._on_alarm)
+        # Given by the server, for a failed instance's replacement: answer every request it
+        # holds with an error (returns how many), and load partitions again from storage.
+        self.answer_parked: Callable[[Error], int] | None = None
+        self.reload_partitions: Callable[[set[int]], None] | None = None
+        self.replaced = 0  # failed instances replaced so far
 
     def start(self, config: CoordinatorConfig | None = None) -> None:
         """A fresh coordinator instance (on ``config``, if given), and the runner that carries
@@ -77,6 +102,9 @@ class CoreLoop:
     def handle(self, event: Any) -> None:
         try:
             self.runner.feed(event)
+        except CoordinatorFailed as e:
+            self._replace_failed(e)
+            return
         finally:
             self.events_handled += 1
             self.changes.changed()
@@ -94,12 +122,7 @@ class CoreLoop:
                 seen = self.kafka_log.before(event, self.coordinator)
             except Exception as e:
                 self._kafka_log_failed(event, e)
-        try:
-            commands = self.coordinator.handle(event)
-        except Exception as e:
-            self.log("error", "core_error", event_type=type(event).__name__, error=f"{type(e).__name__}: {e}",
-                     detail=repr(event)[:2000], traceback=traceback.format_exc()[-4000:])
-            raise CoreFailure(str(e)) from e
+        commands = self.coordinator.handle(event)  # CoordinatorFailed: handle() replaces the instance
         if seen is not None:
             try:
                 reasons = self.kafka_log.after(event, self.coordinator, seen, commands)
@@ -113,6 +136,30 @@ class CoreLoop:
         """The core's step stands; only its telling failed (a bug here, logged once per event)."""
         self.log("error", "kafka_log_error", event_type=type(event).__name__, error=f"{type(e).__name__}: {e}",
                  traceback=traceback.format_exc()[-4000:])
+
+    def _replace_failed(self, error: CoordinatorFailed) -> None:
+        """The instance failed (see the module doc): answer what it held, drop it with its
+        writes in flight and its timers, start a new one, load its partitions again."""
+        failed = self.coordinator
+        event = failed.failed if failed.failed is not None else error.event
+        owned = set(failed.owned_partitions())  # only loads and unloads change it, each whole but the failed one
+        dropped = None
+        if isinstance(event, (ev.LoadPartition, ev.UnloadPartition)):
+            owned.discard(event.partition)
+            dropped = event.partition
+        self.pipeline.forget()
+        self.cancel_alarm()
+        answered = self.answer_parked(Error.NOT_COORDINATOR) if self.answer_parked is not None else 0
+        self.replaced += 1
+        self.start()
+        cause = error.__cause__ if error.__cause__ is not None else error
+        self.log("error", "core_error", event_type=type(event).__name__, error=f"{type(cause).__name__}: {cause}",
+                 detail=repr(event)[:2000], answered=answered, reloading=sorted(owned),
+                 **({"not_reloaded": dropped} if dropped is not None else {}),
+                 action="answered NOT_COORDINATOR, replaced the coordinator, reloading from storage",
+                 traceback=traceback.format_exc()[-4000:])
+        if owned and self.reload_partitions is not None:
+            self.reload_partitions(owned)
 
     def unload_owned(self) -> None:
         """Unload every partition the coordinator owns (its parked requests are answered
@@ -137,10 +184,7 @@ class CoreLoop:
         self.pipeline.drain(self._feed_outcome)
 
     def _feed_outcome(self, outcome: Any) -> None:
-        try:
-            self.handle(outcome)
-        except CoreFailure:
-            pass
+        self.handle(outcome)
 
     # --- timers --------------------------------------------------------------------------------
 
@@ -165,8 +209,5 @@ class CoreLoop:
         now = self.clock.now_ms()
         while (due := self.timers.pop_due(now)) is not None:
             key, payload = due
-            try:
-                self.handle(ev.TimerFired(now_ms=now, key=key, payload=payload))
-            except CoreFailure:
-                pass
+            self.handle(ev.TimerFired(now_ms=now, key=key, payload=payload))
             self.drain_writes()

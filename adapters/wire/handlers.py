@@ -9,7 +9,8 @@ Before the core sees them, KafkaApis' own checks are made here: partitions of un
 in OffsetCommit/OffsetDelete are answered without it, and with several coordinators
 (``ownership``) FindCoordinator is answered from the ownership map. A request that cannot be
 decoded, an API or version not served, or a handler that raises closes the connection, as
-Kafka does.
+Kafka does. A core that raises is not the handler's concern: the core loop answers every
+request the failed instance held with NOT_COORDINATOR and replaces it (``core_loop``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.protocol.schema import SchemaError
 from groupcoord.adapters.protocol.translate import request_event
 from groupcoord.adapters.wire import broker_apis as apis
-from groupcoord.adapters.wire.core_loop import CoreFailure, CoreLoop
+from groupcoord.adapters.wire.core_loop import CoreLoop
 from groupcoord.adapters.wire.fast_frames import HEARTBEAT_KEY, OFFSET_COMMIT_KEY, HeartbeatReader, read_offset_commit
 from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.wire.replies import Replies
@@ -116,8 +117,6 @@ class RequestHandler:
     def _run(self, conn: Connection, api_key: int, version: int, handler: Any, request: Any) -> None:
         try:
             handler(conn, request)
-        except CoreFailure:
-            conn.close()
         except Exception as e:
             self.log("error", "request_error", conn=conn.id, peer=conn.peer_text, api_key=api_key,
                      version=version, error=f"{type(e).__name__}: {e}",
@@ -131,7 +130,7 @@ class RequestHandler:
         event = ev.Heartbeat(request_id=rid, now_ms=self.clock.now_ms(), version=version, client_id=client_id or "",
                              client_host=conn.client_host, group_id=group_id, generation_id=generation_id,
                              member_id=member_id, group_instance_id=instance_id)
-        self.replies.park_request(rid, conn, HEARTBEAT_KEY, "Heartbeat", version, correlation_id)
+        self.replies.park_request(rid, conn, HEARTBEAT_KEY, "Heartbeat", version, correlation_id, None, event)
         self.core.dispatch(event)
 
     def _all_known(self, topics: tuple) -> bool:
@@ -152,7 +151,7 @@ class RequestHandler:
                                 client_id=client_id or "", client_host=conn.client_host, group_id=group_id,
                                 generation_id=generation_id, member_id=member_id, group_instance_id=instance_id,
                                 retention_time_ms=retention_time_ms, topics=topics)
-        self.replies.park_request(rid, conn, OFFSET_COMMIT_KEY, "OffsetCommit", version, correlation_id)
+        self.replies.park_request(rid, conn, OFFSET_COMMIT_KEY, "OffsetCommit", version, correlation_id, None, event)
         self.core.dispatch(event)
 
     def _send_fields(self, conn: Connection, request: kc.DecodedRequest, fields: dict) -> None:
@@ -228,7 +227,7 @@ class RequestHandler:
                      error=str(e), action="close")
             conn.close()
             return
-        self.replies.park(rid, conn, request, api, extra)
+        self.replies.park(rid, conn, request, api, extra, event)
         if api == "FindCoordinator" and self.ownership is not None:
             self.replies.respond(rid, self._find_coordinator(event))
             return

@@ -5,7 +5,9 @@ Without an ownership protocol the server serves every partition from the start
 storage) partitions come and go as it decides: ``assign_partitions`` marks each loading at
 once (requests get COORDINATOR_LOAD_IN_PROGRESS) and reads it in the background,
 ``revoke_partitions`` unloads them and waits for their writes, ``fence`` drops everything
-when ownership is lost.
+when ownership is lost. When a failed core is replaced (``core_loop``), ``reload`` loads the
+failed instance's partitions into the new one the same way, each read once the writes already
+sent for it have their outcomes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 from groupcoord.core import events as ev
 from groupcoord.adapters.storage.interface import Storage, StorageOpenError
 from groupcoord.adapters.wire.core_loop import CoreLoop
+
+_SETTLE_S = 30.0  # the longest a reload waits for the failed instance's writes to have their outcomes
 
 
 class Partitions:
@@ -35,21 +39,43 @@ class Partitions:
         self.log("info", "partitions_loaded", count=self.core.config.offsets_topic_num_partitions,
                  groups=len(self.core.coordinator.groups()))
 
-    def assign_partitions(self, partitions: set[int]) -> None:
+    def assign_partitions(self, partitions: set[int], settle: bool = False) -> None:
         """Start serving ``partitions``: each is marked loading at once (requests get
-        COORDINATOR_LOAD_IN_PROGRESS), read from storage in the background, then activated."""
+        COORDINATOR_LOAD_IN_PROGRESS), read from storage in the background, then activated.
+        ``settle``: read each only once the writes already sent for it have their outcomes."""
         for partition in sorted(partitions):
             if partition in self._loads or self.closing:
                 continue
             self.core.dispatch(ev.LoadPartition(now_ms=self.clock.now_ms(), partition=partition, loading=True))
-            self._loads[partition] = asyncio.get_running_loop().create_task(self._load_partition(partition))
+            self._loads[partition] = asyncio.get_running_loop().create_task(self._load_partition(partition, settle))
 
-    async def _load_partition(self, partition: int) -> None:
+    def reload(self, partitions: set[int]) -> None:
+        """A new coordinator instance replaces a failed one: load ``partitions`` (the failed
+        one's) again, as ``assign_partitions`` does, once the failed instance's writes to them
+        have their outcomes (a load under way for the failed instance starts over)."""
+        for partition in partitions:
+            task = self._loads.pop(partition, None)
+            if task is not None:
+                task.cancel()
+        self.assign_partitions(partitions, settle=True)
+
+    async def _load_partition(self, partition: int, settle: bool = False) -> None:
         backoff = 0.05
         loop = asyncio.get_running_loop()
         started = loop.time()
         self.log("info", "partition_loading", partition=partition)
         try:
+            flush = getattr(self.storage, "flush", None) if settle else None
+            if flush is not None:
+                try:
+                    settled = await flush({partition}, timeout=_SETTLE_S)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # the load below reads what the storage has
+                    settled = True  # (told here)
+                    self.log("warning", "partition_settle_failed", partition=partition, error=f"{type(e).__name__}: {e}")
+                if not settled:
+                    self.log("warning", "partition_settle_timeout", partition=partition, timeout_s=_SETTLE_S)
             while True:
                 try:
                     records = await self.storage.load(partition)

@@ -6,6 +6,9 @@ partitions of unknown topics KafkaApis answers itself (OffsetCommit, OffsetDelet
 authorized operations DescribeGroups asked for. Heartbeat answers are the same few values over
 and over, so their encoded bodies are cached; OffsetCommit answers are written without kio
 (``fast_frames``).
+
+Each parked request keeps its core event, so that when the core fails every request it held
+is answered with an error in its API's own shape (``answer_all``, core/error_responses.py).
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from groupcoord.core.commands import HeartbeatResponse, OffsetCommitResponse
+from groupcoord.core.error_responses import error_response
+from groupcoord.core.errors import Error
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.protocol.translate import response_fields
 from groupcoord.adapters.wire import broker_apis as apis
@@ -32,6 +37,7 @@ class _Pending:
     version: int
     correlation_id: int
     extra: Any = None
+    event: Any = None  # the core event made of the request
 
 
 class Replies:
@@ -40,13 +46,15 @@ class Replies:
         self._pending: dict[tuple, _Pending] = {}  # request id -> the request waiting for the core
         self._encoded: dict[tuple, bytes] = {}  # encoded bodies of frequent, repeated responses
 
-    def park(self, request_id: tuple, conn: Connection, request: kc.DecodedRequest, api: str, extra: Any) -> None:
-        """``request`` waits for the core's answer to ``request_id``."""
-        self.park_request(request_id, conn, request.api_key, api, request.version, request.correlation_id, extra)
+    def park(self, request_id: tuple, conn: Connection, request: kc.DecodedRequest, api: str, extra: Any,
+             event: Any = None) -> None:
+        """``request`` (made into the core's ``event``) waits for the core's answer to ``request_id``."""
+        self.park_request(request_id, conn, request.api_key, api, request.version, request.correlation_id, extra,
+                          event)
 
     def park_request(self, request_id: tuple, conn: Connection, api_key: int, api: str, version: int,
-                     correlation_id: int, extra: Any = None) -> None:
-        self._pending[request_id] = _Pending(conn, api_key, api, version, correlation_id, extra)
+                     correlation_id: int, extra: Any = None, event: Any = None) -> None:
+        self._pending[request_id] = _Pending(conn, api_key, api, version, correlation_id, extra, event)
         conn.pending_rid = request_id
 
     def forget(self, conn: Connection) -> None:
@@ -61,6 +69,20 @@ class Replies:
         for pending in self._pending.values():
             pending.conn.abandoned = True
         self._pending.clear()
+
+    def answer_all(self, error: Error) -> int:
+        """The core instance holding every parked request failed: each is answered with
+        ``error`` as Kafka answers the whole request failing with it (a request parked without
+        its event has its connection closed). Returns how many were answered."""
+        answered = 0
+        for request_id, pending in list(self._pending.items()):
+            if pending.event is None:
+                self._pending.pop(request_id, None)
+                pending.conn.close()
+                continue
+            self.respond(request_id, error_response(pending.event, error, runtime=True))
+            answered += 1
+        return answered
 
     def respond(self, request_id: Any, response: Any) -> None:
         pending = self._pending.pop(request_id, None)

@@ -6,7 +6,8 @@ each have their own module in this package:
   broker APIs (``broker_apis``) or made into a core event;
 * ``replies``: requests parked until the core answers them, the answers encoded;
 * ``core_loop``: the coordinator, the command runner carrying out its commands, the alarm
-  that fires its timers;
+  that fires its timers; a coordinator that raises is replaced by a new one loaded from
+  storage, every request it held answered NOT_COORDINATOR;
 * ``pipeline``: the core's writes to the storage, their outcomes fed back in write order;
 * ``partitions``: the partitions served, all of them or as ``ownership`` assigns them;
 * ``controls``: the test controls (manual clock, write outcomes, unload and reload) and what
@@ -142,6 +143,9 @@ class GroupServer:
                              self.changes, self.kafka_log)
         self.handler = RequestHandler(self.core, self.replies, self.catalog, self.options, self.log, self.ownership)
         self.partitions = Partitions(self.core, self.storage, self.log)
+        # a failed core's replacement: what it held is answered, its partitions loaded again
+        self.core.answer_parked = self.replies.answer_all
+        self.core.reload_partitions = self.partitions.reload
         self.controls = Controls(self.core, self.pipeline, self.replies, self.partitions, self.listener,
                                  self.changes)
 
