@@ -12,6 +12,11 @@ runtime's ``CommandRunner``:
 
 Time and member-id randomness are injected (``clock``, ``new_uuid``), so tests can drive the
 service with a fake clock. Only ``LoopClock`` touches real time.
+
+A core that raises is not used again (spec/contract.md, "A failed instance"): every request
+it held is answered NOT_COORDINATOR in its API's error shape, its timers and the outcomes of
+its writes in flight are dropped, and a new ``Coordinator`` loads its partitions from storage
+once the writer has handled the failed instance's writes (marked loading until then).
 """
 
 from __future__ import annotations
@@ -29,7 +34,9 @@ from groupcoord.adapters.storage.memory import MemoryStorage
 from groupcoord.core import events as ev
 from groupcoord.core.commands import Write
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.core.coordinator import Coordinator
+from groupcoord.core.coordinator import Coordinator, CoordinatorFailed
+from groupcoord.core.error_responses import error_response
+from groupcoord.core.errors import Error
 
 
 class Clock(Protocol):
@@ -66,9 +73,13 @@ class EmbeddedCoordinator:
         self._clock = clock
         self._new_uuid = new_uuid
         self._futures: dict[Any, asyncio.Future] = {}
-        self._writes: asyncio.Queue[Write] = asyncio.Queue()
-        # Writes go to one writer task; their outcomes are fed when storage answers.
-        self._runner = CommandRunner(self.coordinator, self._resolve, self._writes.put_nowait)
+        self._requests: dict[Any, ev.Request] = {}  # the unanswered requests, by request id
+        # Writes go to one writer task, each with the instance that emitted it; their outcomes
+        # are fed when storage answers, to that instance only. (A future is a barrier: the
+        # writer resolves it once every write queued before it is handled.)
+        self._writes: asyncio.Queue[tuple[Coordinator, Write] | asyncio.Future] = asyncio.Queue()
+        self._runner = CommandRunner(self.coordinator, self._resolve, self._store)
+        self.replaced = 0  # failed instances replaced so far
         self._wake = asyncio.Event()
         self._alarm: Alarm | None = None  # needs the clock, which may need the running loop
         self._tasks: list[asyncio.Task] = []
@@ -90,6 +101,7 @@ class EmbeddedCoordinator:
         for future in self._futures.values():  # parked in an instance that goes away: never answered
             future.set_exception(CoordinatorStopped())
         self._futures.clear()
+        self._requests.clear()
 
     async def request(self, event: ev.Request) -> Any:
         """Send one request; returns its logical response (``wire.response_fields`` shapes it)."""
@@ -99,19 +111,54 @@ class EmbeddedCoordinator:
         if isinstance(event, ev.JoinGroup) and not event.new_member_uuid:
             changes["new_member_uuid"] = self._new_uuid()
         future = self._futures[event.request_id] = asyncio.get_running_loop().create_future()
-        self._dispatch(attrs.evolve(event, **changes))
+        event = self._requests[event.request_id] = attrs.evolve(event, **changes)
+        self._dispatch(event)
         return await future
 
     # --- carrying out commands ---------------------------------------------------------------
 
     def _dispatch(self, event) -> None:
-        self._runner.feed(event)
+        try:
+            self._runner.feed(event)
+        except CoordinatorFailed:
+            self._replace_failed()
         self._set_alarm()
+
+    def _store(self, write: Write) -> None:
+        self._writes.put_nowait((self.coordinator, write))
 
     def _resolve(self, request_id, response) -> None:
         future = self._futures.pop(request_id, None)
+        self._requests.pop(request_id, None)
         if future is not None and not future.done():
             future.set_result(response)
+
+    def _replace_failed(self) -> None:
+        """The core raised: answer what it held, drop it (its timers go with its runner), start
+        a new instance and load the failed one's partitions again."""
+        failed = self.coordinator
+        owned = set(failed.owned_partitions())
+        if isinstance(failed.failed, (ev.LoadPartition, ev.UnloadPartition)):
+            owned.discard(failed.failed.partition)  # its records would fail the next instance too
+        for request_id, event in list(self._requests.items()):
+            self._resolve(request_id, error_response(event, Error.NOT_COORDINATOR, runtime=True))
+        self.replaced += 1
+        self.coordinator = Coordinator(self.config)
+        self._runner = CommandRunner(self.coordinator, self._resolve, self._store)
+        for p in sorted(owned):  # requests get COORDINATOR_LOAD_IN_PROGRESS until the records come
+            self._runner.feed(ev.LoadPartition(now_ms=self._clock.now_ms(), partition=p, loading=True))
+        if owned:
+            self._tasks.append(asyncio.get_running_loop().create_task(self._reload(self.coordinator, owned)))
+
+    async def _reload(self, instance: Coordinator, partitions: set[int]) -> None:
+        settled = asyncio.get_running_loop().create_future()
+        self._writes.put_nowait(settled)  # after the failed instance's writes
+        await settled
+        for p in sorted(partitions):
+            records = await self.storage.load(p)
+            if instance is not self.coordinator:
+                return  # failed meanwhile: its replacement loads again
+            self._dispatch(ev.LoadPartition(now_ms=self._clock.now_ms(), partition=p, records=records))
 
     def _set_alarm(self) -> None:
         self._alarm.set(self._runner.next_deadline())
@@ -125,10 +172,16 @@ class EmbeddedCoordinator:
 
     async def _run_writes(self) -> None:
         while True:  # one writer: outcomes are reported in write order
-            write = await self._writes.get()
+            item = await self._writes.get()
+            if isinstance(item, asyncio.Future):
+                if not item.done():
+                    item.set_result(None)
+                continue
+            instance, write = item
             try:
                 await self.storage.append(write.partition, write.records)
                 outcome = ev.WriteCompleted(now_ms=self._clock.now_ms(), write_id=write.write_id)
             except StorageError as e:
                 outcome = ev.WriteFailed(now_ms=self._clock.now_ms(), write_id=write.write_id, error=e.error)
-            self._dispatch(outcome)
+            if instance is self.coordinator:  # a failed instance's outcomes are dropped with it
+                self._dispatch(outcome)
