@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Callable
 
-from groupcoord.adapters.runtime.timers import TimerTable
 from groupcoord.core import events as ev
 from groupcoord.core.commands import Respond, Write
 from groupcoord.core.coordinator import Coordinator
+from groupcoord.core.timers import TimerTable
 
 Respond_ = Callable[[Any, Any], None]
 Store = Callable[[Write], Any]  # -> WriteCompleted | WriteFailed | None (reported later)
