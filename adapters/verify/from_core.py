@@ -7,9 +7,10 @@ from __future__ import annotations
 from typing import Iterable
 
 from groupcoord.core import events as ev
-from groupcoord.core.commands import ExpirationTimer, Respond, SetTimer, CancelTimer, CancelPartitionTimers, Write
+from groupcoord.core.commands import ExpirationTimer, Respond, SetTimer, Write
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator, partition_for
+from groupcoord.core.timers import TimerTable
 from groupcoord.adapters.protocol.translate import request_event, response_fields
 from groupcoord.adapters.verify.observed import Obs, to_json
 
@@ -17,27 +18,26 @@ from groupcoord.adapters.verify.observed import Obs, to_json
 def observe(requests: Iterable[tuple], config: CoordinatorConfig | None = None, *,
             write_delay_ms: int = 0) -> list[Obs]:
     """``requests``: (time_ms, conn, api, version, body, client_id), in time order. Writes are
-    acknowledged ``write_delay_ms`` after they are emitted; timers fire at their deadlines."""
+    acknowledged ``write_delay_ms`` after they are emitted; timers fire at their deadlines, equal
+    deadlines in arming order (a write due then is acknowledged first); the periodic expiration
+    is not run."""
     config = config or CoordinatorConfig(offsets_topic_num_partitions=1)
     core = Coordinator(config)
     reqs = list(requests)
     groups = {partition_for(r[4].get("group_id", ""), config.offsets_topic_num_partitions) for r in reqs}
     start = reqs[0][0] if reqs else 0
-    timers: dict = {}
+    timers = TimerTable()
     writes: list[tuple[int, int]] = []  # (due ms, write id)
     pending: dict[int, dict] = {}
     out: list[Obs] = []
 
     def run(event) -> None:
         for c in core.handle(event):
-            if isinstance(c, SetTimer) and not isinstance(c.key, ExpirationTimer):
-                timers[c.key] = (c.deadline_ms, len(timers), c.payload)
-            elif isinstance(c, CancelTimer):
-                timers.pop(c.key, None)
-            elif isinstance(c, CancelPartitionTimers):
-                for k in [k for k in timers if k.partition == c.partition]:
-                    del timers[k]
-            elif isinstance(c, Write):
+            if isinstance(c, SetTimer) and isinstance(c.key, ExpirationTimer):
+                continue
+            if timers.apply(c):
+                continue
+            if isinstance(c, Write):
                 writes.append((event.now_ms + write_delay_ms, c.write_id))
             elif isinstance(c, Respond) and c.request_id in pending:
                 r = pending.pop(c.request_id)
@@ -51,15 +51,16 @@ def observe(requests: Iterable[tuple], config: CoordinatorConfig | None = None, 
 
     def advance(until_ms: int) -> None:
         while True:
-            due = [(d, s, k) for k, (d, s, _) in timers.items() if d <= until_ms]
+            due = timers.peek()
+            if due is not None and due[0] > until_ms:
+                due = None
             done = [w for w in writes if w[0] <= until_ms]
-            if done and (not due or done[0][0] <= min(due)[0]):
+            if done and (due is None or done[0][0] <= due[0]):
                 writes.remove(done[0])
                 run(ev.WriteCompleted(now_ms=done[0][0], write_id=done[0][1]))
-            elif due:
-                d, _, k = min(due)
-                payload = timers.pop(k)[2]
-                run(ev.TimerFired(now_ms=d, key=k, payload=payload))
+            elif due is not None:
+                key, payload = timers.pop_due(due[0])
+                run(ev.TimerFired(now_ms=due[0], key=key, payload=payload))
             else:
                 return
 

@@ -22,10 +22,11 @@ from typing import Any, Iterator
 import attrs
 
 from groupcoord.core import events as ev
-from groupcoord.core.commands import CancelPartitionTimers, CancelTimer, ExpirationTimer, Respond, SetTimer
+from groupcoord.core.commands import ExpirationTimer, Respond
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator, CoordinatorState, partition_for
 from groupcoord.core.errors import Error
+from groupcoord.core.timers import Timers
 from groupcoord.adapters.protocol import schema
 from groupcoord.adapters.protocol.translate import request_event
 from groupcoord.adapters.verify.compare import (Ids, adopt_generation, bind_listed, bind_own_id, core_fields, core_view,
@@ -82,8 +83,7 @@ class Verdict:
 @attrs.frozen
 class _Node:
     state: CoordinatorState
-    timers: tuple  # ((deadline_ms, seq, key, payload), ...) sorted
-    seq: int
+    timers: Timers  # what the core armed, but the expiration (the search runs it itself)
     now_ms: int
     fed: frozenset
     answered: frozenset
@@ -272,7 +272,7 @@ class _Search:
         coordinator = Coordinator(self.settings.config)
         t0 = self.recv_ms[0] if self.unit else 0
         commands = coordinator.handle(ev.LoadPartition(now_ms=t0, partition=self.partition, records=()))
-        root = _Node(coordinator.snapshot(), (), 0, t0, frozenset(), frozenset(), Ids(), ())
+        root = _Node(coordinator.snapshot(), Timers(), t0, frozenset(), frozenset(), Ids(), ())
         root = self._timers(root, commands)
         try:
             found = self._dfs(root)
@@ -314,7 +314,7 @@ class _Search:
     def _key(self, node: _Node) -> tuple:
         s = node.state
         return (node.fed, node.answered, node.now_ms, node.settled, node.expired_ms,
-                tuple((d, k) for d, _, k, _ in node.timers), node.ids.key(),
+                node.timers.places(), node.ids.key(),
                 repr(s.groups), repr(s.offsets), tuple(s.writes), repr(s.deferred), repr(s.committed_offsets))
 
     def _choices(self, node: _Node) -> list:
@@ -326,7 +326,7 @@ class _Search:
         if writes:  # acknowledged now, or as late as the answer riding on it was sent
             for at in self._write_times(node, next_recv):
                 out.append(lambda at=at: self._step(node, ev.WriteCompleted(now_ms=at, write_id=writes[0])))
-        due = node.timers[0] if node.timers else None
+        due = node.timers.next()
         if due is not None and next_recv is not None and due[0] <= next_recv - self.tol:
             # fired before the next request arrived: on time, or late (a busy broker, or a test
             # clock that moves in steps): as late as that request, or when an owed answer went out
@@ -392,7 +392,8 @@ class _Search:
     def _timer_owed(self, node: _Node) -> bool:
         """A timer due well before the recording's end that has not fired (an execution that
         stops short of it explains nothing past it)."""
-        return bool(node.timers) and self.open_end_ms is not None and node.timers[0][0] + self.tol < self.open_end_ms
+        due = node.timers.next()
+        return due is not None and self.open_end_ms is not None and due[0] + self.tol < self.open_end_ms
 
     def _expirable(self, node: _Node) -> bool:
         """The expiration can change something: an Empty group, or offsets to age."""
@@ -421,7 +422,7 @@ class _Search:
     def _fire(self, node: _Node, timer: tuple, at_ms: int | None = None) -> _Node:
         deadline, _, key, payload = timer
         now = max(node.now_ms, deadline, at_ms or 0)
-        child = attrs.evolve(node, timers=node.timers[1:], path=node.path + (f"{type(key).__name__} at {self._at(now)}",))
+        child = attrs.evolve(node, timers=node.timers.fired(), path=node.path + (f"{type(key).__name__} at {self._at(now)}",))
         return self._step(child, ev.TimerFired(now_ms=now, key=key, payload=payload))
 
     def _step(self, node: _Node, event) -> _Node:
@@ -512,17 +513,8 @@ class _Search:
         return f
 
     def _timers(self, node: _Node, commands: list) -> _Node:
-        table = {k: (d, s, k, pl) for d, s, k, pl in node.timers}
-        seq = node.seq
-        for c in commands:
-            if isinstance(c, SetTimer) and not isinstance(c.key, ExpirationTimer):
-                seq += 1
-                table[c.key] = (c.deadline_ms, seq, c.key, c.payload)
-            elif isinstance(c, CancelTimer):
-                table.pop(c.key, None)
-            elif isinstance(c, CancelPartitionTimers):
-                table = {k: v for k, v in table.items() if k.partition != c.partition}
-        return attrs.evolve(node, timers=tuple(sorted(table.values(), key=lambda t: (t[0], t[1]))), seq=seq)
+        timers = node.timers.applied(commands, ignore=ExpirationTimer)
+        return node if timers is node.timers else attrs.evolve(node, timers=timers)
 
     # ------------------------------------------------------------------ the report
 
