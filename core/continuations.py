@@ -1,5 +1,5 @@
 """What happens when a write completes or fails: one small frozen value per kind, carried by
-the write (``PendingWrite.callbacks``) and run by ``writes.Writes._run_callback``."""
+the write (``PendingWrite.continuations``) and run through one dispatch, ``coordinator._AFTER_WRITE``."""
 
 from __future__ import annotations
 

@@ -2,9 +2,15 @@
 
 ``Coordinator.handle(event)`` is the whole interface. It routes a request through Kafka's
 service pre-checks (ownership, loading, group id, session timeout bounds) to the group state
-machine (machine.GroupMachine) or the offset store, and turns what an operation did into
+machine (classic.machine.GroupMachine) or the offsets (offsets.py), and turns what an operation did into
 commands: responses, at most one storage write per operation and partition (with the
 responses that depend on it held until WriteCompleted/WriteFailed), and timers.
+
+Each event is handled with a ``Context`` made for it (its time and the commands it emits) and
+each operation with its own ``Records``, both passed explicitly (context.py). The coordinator
+holds its collaborators: the group store (a dict by group id), the ``OffsetStore``, the
+``WriteLog`` (writes in flight, answers held behind them) and the group machine. What runs
+after a write (a continuation, core/continuations.py) has one dispatch: ``_AFTER_WRITE``.
 
 Deterministic: no clock, randomness, I/O or logging. Everything the coordinator holds is a
 frozen value (groups, members, offsets, pending writes) in plain dictionaries; ``snapshot``
@@ -19,40 +25,48 @@ what the instance held with a retriable error and starts a new one from storage
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import attrs
 
+from . import admin, after_write
 from . import events as ev
+from . import offsets as offset_ops
 from .commands import (
-    CancelTimer,
+    CancelPartitionTimers,
     DeletableGroupResult,
     DeleteGroupsResponse,
-    DescribedGroup,
-    DescribeGroupsResponse,
     ExpirationTimer,
-    FindCoordinatorResponse,
+    FetchedGroup,
     GroupTombstone,
     HeartbeatTimer,
     JoinTimer,
-    ListGroupsResponse,
+    OffsetFetchResponse,
     OffsetTombstone,
     Respond,
-    SetTimer,
     SyncTimer,
 )
-from .commands import Coordinator as CoordinatorEndpoint
-from .config import CoordinatorConfig
-from .continuations import DeleteResult
-from .error_responses import error_response
-from .errors import Error, translate_operation_error
-from .loading import Loading
-from .classic.machine import GroupMachine
+from .classic.machine import Delete, GroupMachine, Rebalance, Unload, Written
 from .classic.model import Group
-from .offsets import OffsetEntry, Offsets
-from .partitioning import ACTIVE, LOADING, partition_for
 from .classic.states import DEAD, EMPTY
-from .writes import PendingWrite, Writes
+from .config import CoordinatorConfig
+from .context import Context, Records
+from .continuations import (
+    AfterEmptyGroup,
+    AfterNewGroup,
+    AfterStaticReplace,
+    AfterSync,
+    DeleteResult,
+    DropSimpleGroup,
+    RestoreGroup,
+    UndoOffsets,
+)
+from .error_responses import error_like, error_response
+from .errors import Error, translate_operation_error
+from .loading import read_partition
+from .offsets import OffsetEntry, OffsetStore
+from .partitioning import ACTIVE, LOADING, partition_for
+from .writes import PendingWrite, WriteLog
 
 
 @attrs.frozen
@@ -82,45 +96,30 @@ class _Refused(dict):
     """A failed instance's handlers: every event is refused."""
 
     __slots__ = ("failed",)
+    failed: Any
 
     def __missing__(self, kind):
         raise CoordinatorFailed(f"refused {kind.__name__}: this coordinator failed handling "
                                 f"{type(self.failed).__name__}; start a new one from storage", self.failed)
 
 
-class Coordinator(Writes, Offsets, Loading):
+class Coordinator:
     def __init__(self, config: CoordinatorConfig | None = None):
         self.config = config or CoordinatorConfig()
         self.config.validate()
         self.failed: Any = None  # the event whose handling raised; from then on every event is refused
         self._partitions: dict[int, str] = {}
-        self._groups: dict[str, Group] = {}
+        self._groups: dict[str, Group] = {}  # the group store: one group of one kind per id
         self._machine = GroupMachine(self.config)
-        # Offsets as write operations see them: a commit or a deletion changes them at once,
-        # as Kafka replays its records on append. Readers see the committed value of a key
-        # whose write is still in flight: _committed[group][key] = [value, writes in flight].
-        self._offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
-        self._committed: dict[str, dict[tuple[str, int], list]] = {}
-        self._writes: dict[int, PendingWrite] = {}
-        # the ids of _writes by partition, lowest first (derived: a slow store keeps thousands in
-        # flight, and each completion asks for its partition's lowest)
-        self._writes_on: dict[int, dict[int, None]] = {}
-        # responses held behind writes, by partition: (the highest write id they wait for, Respond)
-        self._deferred: dict[int, list[tuple[int, Respond]]] = {}
-        # partitions whose held responses do not wait for ever higher ids (a write completed
-        # before an earlier one): released by a whole scan, not from the front (derived)
-        self._deferred_unordered: set[int] = set()
-        self._next_write_id = 1
+        self._offsets = OffsetStore()
+        self._log = WriteLog()
         self._pending_deletes: dict[Any, tuple[set[int], dict[str, Error]]] = {}
-        self._op: dict[int, tuple[list, list]] = {}
-        self._now = 0
-        self._out: list = []
         # the class's functions, not bound methods: a coordinator holding its own bound methods
         # is a reference cycle, freed only by the garbage collector (a replay makes thousands)
         c = type(self)
-        self._handlers = {
-            ev.JoinGroup: c._on_join, ev.SyncGroup: c._on_sync, ev.Heartbeat: c._on_heartbeat,
-            ev.LeaveGroup: c._on_leave, ev.OffsetCommit: c._on_offset_commit,
+        self._handlers: dict[type, Callable[..., None]] = {
+            ev.JoinGroup: c._on_group_request, ev.SyncGroup: c._on_group_request, ev.Heartbeat: c._on_heartbeat,
+            ev.LeaveGroup: c._on_group_request, ev.OffsetCommit: c._on_offset_commit,
             ev.OffsetFetch: c._on_offset_fetch, ev.DescribeGroups: c._on_describe,
             ev.ListGroups: c._on_list, ev.DeleteGroups: c._on_delete_groups,
             ev.OffsetDelete: c._on_offset_delete, ev.FindCoordinator: c._on_find_coordinator,
@@ -135,9 +134,8 @@ class Coordinator(Writes, Offsets, Loading):
         """Apply one event; return the commands it produces, in order. If applying it raises,
         the instance is failed: CoordinatorFailed now and for every later event."""
         try:
-            self._now = event.now_ms
-            out = self._out = []
-            self._handlers[type(event)](self, event)
+            ctx = Context(event.now_ms)
+            self._handlers[type(event)](self, ctx, event)
         except Exception as e:
             if self.failed is not None:
                 raise  # refused
@@ -147,7 +145,7 @@ class Coordinator(Writes, Offsets, Loading):
             if self.failed is None:
                 self._fail(event)
             raise
-        return out
+        return ctx.out
 
     def _fail(self, event) -> None:
         self.failed = event
@@ -161,7 +159,7 @@ class Coordinator(Writes, Offsets, Loading):
         return dict(self._groups)
 
     def offsets(self, group_id: str) -> dict[tuple[str, int], OffsetEntry]:
-        return dict(self._offsets.get(group_id, {}))
+        return dict(self._offsets.of(group_id))
 
     def owned_partitions(self) -> dict[int, str]:
         return dict(self._partitions)
@@ -169,15 +167,12 @@ class Coordinator(Writes, Offsets, Loading):
     def partition_of(self, group_id: str) -> int:
         return partition_for(group_id, self.config.offsets_topic_num_partitions)
 
-    _partition_of = partition_of
-
     def snapshot(self) -> CoordinatorState:
+        latest, committed = self._offsets.snapshot()
         return CoordinatorState(
-            partitions=dict(self._partitions), groups=dict(self._groups),
-            offsets={g: dict(o) for g, o in self._offsets.items()}, writes=dict(self._writes),
-            committed_offsets={g: {k: tuple(v) for k, v in o.items()} for g, o in self._committed.items()},
-            deferred=tuple((p, w, r) for p, held in self._deferred.items() for w, r in held),
-            next_write_id=self._next_write_id,
+            partitions=dict(self._partitions), groups=dict(self._groups), offsets=latest,
+            writes=dict(self._log.pending), committed_offsets=committed, deferred=tuple(self._log.held()),
+            next_write_id=self._log.next_write_id,
             pending_deletes={k: (frozenset(w), dict(r)) for k, (w, r) in self._pending_deletes.items()})
 
     @classmethod
@@ -185,47 +180,29 @@ class Coordinator(Writes, Offsets, Loading):
         c = cls(config)
         c._partitions = dict(state.partitions)
         c._groups = dict(state.groups)
-        c._offsets = {g: dict(o) for g, o in state.offsets.items()}
-        c._committed = {g: {k: list(v) for k, v in o.items()} for g, o in state.committed_offsets.items()}
-        c._writes = dict(state.writes)
-        for write_id in sorted(state.writes):
-            c._writes_on.setdefault(state.writes[write_id].partition, {})[write_id] = None
-        for partition, wait_for, respond in state.deferred:
-            c._hold(partition, wait_for, respond)
-        c._next_write_id = state.next_write_id
+        c._offsets = OffsetStore.restore(state.offsets, state.committed_offsets)
+        c._log = WriteLog.restore(state.writes, state.deferred, state.next_write_id)
         c._pending_deletes = {k: (set(w), dict(r)) for k, (w, r) in state.pending_deletes.items()}
         return c
 
-    # ------------------------------------------------------------ emitting commands
+    # ------------------------------------------------------------ operations and the group machine
 
-    def _respond(self, request_id, response) -> None:
-        self._out.append(Respond(request_id, response))
+    def _run_op(self, ctx: Context, partition: int | None, request, operation, *args) -> None:
+        """Run one operation, ``operation(ctx, records, *args)``; its records become one Write
+        per partition whose success releases the operation's response (and whose failure
+        answers it with Kafka's translated error)."""
+        records = Records()
+        response = operation(ctx, records, *args)
+        if not records:
+            if response is not None:
+                self._log.result(ctx, partition, request.request_id, response)
+            return
+        self._log.emit(ctx, records, request if response is not None else None, response)
 
-    def _result(self, partition: int, request_id, response) -> None:
-        """An operation's own result: held behind writes still in flight on its partition
-        (Kafka answers a write operation without records only once earlier writes commit)."""
-        pending = self._writes_on.get(partition)
-        if pending:
-            self._hold(partition, next(reversed(pending)), Respond(request_id, response))
-        else:
-            self._out.append(Respond(request_id, response))
-
-    def _hold(self, partition: int, wait_for: int, respond: Respond) -> None:
-        held = self._deferred.setdefault(partition, [])
-        if held and wait_for < held[-1][0]:
-            self._deferred_unordered.add(partition)
-        held.append((wait_for, respond))
-
-    def _arm(self, key: tuple, delay_ms: int, payload=None) -> None:
-        self._out.append(SetTimer(key, self._now + delay_ms, payload))
-
-    def _cancel(self, key: tuple) -> None:
-        self._out.append(CancelTimer(key))
-
-    def _step(self, group_id: str, event):
+    def _step(self, ctx: Context, records: Records, group_id: str, event):
         """Route ``event`` to the group machine and take what it did: the group (dropped once
         Dead), its commands, its records (into the operation's write). Returns its result."""
-        step = self._machine.step(self._groups.get(group_id), event, self._now)
+        step = self._machine.step(self._groups.get(group_id), event, ctx.now)
         group = step.group
         if group is not None:
             if group.state is DEAD:
@@ -233,25 +210,31 @@ class Coordinator(Writes, Offsets, Loading):
             else:
                 self._groups[group_id] = group
             for record, continuation in step.records:
-                self._append(group.partition, record, continuation)
-        self._out.extend(step.commands)
+                records.append(group.partition, record, continuation)
+        ctx.out.extend(step.commands)
         return step.result
 
-    def _create_group(self, group_id: str) -> Group:
-        group = self._groups[group_id] = Group(group_id=group_id, partition=self.partition_of(group_id))
-        return group
+    def _delete_group(self, ctx: Context, records: Records, group_id: str, partition: int) -> RestoreGroup:
+        """Remove a group and its offsets now (tombstones are replayed at once in Kafka);
+        returns the continuation that restores the group if the write fails. Kafka moves the
+        group to Dead and evicts it; so does the group machine, and the store drops it."""
+        group = self._groups[group_id]
+        self._step(ctx, records, group_id, Delete())
+        offset_ops.then_undo(records, partition, self._offsets.set(
+            [(group_id, key, None) for key in sorted(self._offsets.of(group_id))]))
+        return RestoreGroup(group_id, group)
 
     # ------------------------------------------------------------ request pre-checks
 
-    def _route(self, request, group_id: str | None) -> int | None:
+    def _route(self, ctx: Context, request, group_id: str | None) -> int | None:
         """Kafka's service-layer checks for one group; answers and returns None on failure."""
         if group_id is None or (group_id == "" and not isinstance(request, _EMPTY_ID_ALLOWED)):
-            self._respond(request.request_id, error_response(request, Error.INVALID_GROUP_ID))
+            ctx.respond(request.request_id, error_response(request, Error.INVALID_GROUP_ID))
             return None
         if isinstance(request, ev.JoinGroup) and not (
                 self.config.group_min_session_timeout_ms <= request.session_timeout_ms
                 <= self.config.group_max_session_timeout_ms):
-            self._respond(request.request_id, error_response(request, Error.INVALID_SESSION_TIMEOUT))
+            ctx.respond(request.request_id, error_response(request, Error.INVALID_SESSION_TIMEOUT))
             return None
         partition = self.partition_of(group_id)
         status = self._partitions.get(partition)
@@ -263,65 +246,93 @@ class Coordinator(Writes, Offsets, Loading):
             error = Error.NONE  # Kafka answers a heartbeat while loading with NONE
         else:
             error = Error.COORDINATOR_LOAD_IN_PROGRESS
-        self._respond(request.request_id, error_response(request, error, runtime=True))
+        ctx.respond(request.request_id, error_response(request, error, runtime=True))
         return None
 
-    def _on_join(self, req: ev.JoinGroup) -> None:
-        if self._route(req, req.group_id) is not None:
-            self._run_op(None, req, self._step, req.group_id, req)
+    def _on_group_request(self, ctx: Context, req: ev.JoinGroup | ev.SyncGroup | ev.LeaveGroup) -> None:
+        partition = self._route(ctx, req, req.group_id)
+        if partition is not None:
+            # a LeaveGroup's result waits behind writes in flight; a join's or sync's rides on its own
+            self._run_op(ctx, partition if type(req) is ev.LeaveGroup else None, req, self._step, req.group_id, req)
 
-    def _on_sync(self, req: ev.SyncGroup) -> None:
-        if self._route(req, req.group_id) is not None:
-            self._run_op(None, req, self._step, req.group_id, req)
-
-    def _on_heartbeat(self, req: ev.Heartbeat) -> None:
+    def _on_heartbeat(self, ctx: Context, req: ev.Heartbeat) -> None:
         group = self._groups.get(req.group_id)
         # the common case skips the generic route: a known group on an active partition
         if (group is not None and req.group_id and self._partitions.get(group.partition) is ACTIVE) \
-                or self._route(req, req.group_id) is not None:
-            response, timer, held = self._machine.heartbeat(group, req, self._now)
+                or self._route(ctx, req, req.group_id) is not None:
+            response, timer, held = self._machine.heartbeat(group, req, ctx.now)
             if timer is not None:
-                self._out.append(timer)
-            if held and self._writes:
-                self._result(group.partition, req.request_id, response)
+                ctx.out.append(timer)
+            if held and group is not None and self._log.pending:
+                self._log.result(ctx, group.partition, req.request_id, response)
             else:
-                self._out.append(Respond(req.request_id, response))
+                ctx.out.append(Respond(req.request_id, response))
 
-    def _on_leave(self, req: ev.LeaveGroup) -> None:
-        partition = self._route(req, req.group_id)
+    # ------------------------------------------------------------ offsets (offsets.py)
+
+    def _routed_partition(self, ctx: Context, req: ev.OffsetCommit | ev.OffsetDelete) -> int | None:
+        gid = req.group_id
+        # the common case skips the generic route: a named group on an active partition
+        partition = self.partition_of(gid) if gid else None
+        if partition is None or self._partitions.get(partition) is not ACTIVE:
+            partition = self._route(ctx, req, gid)
+        return partition
+
+    def _on_offset_commit(self, ctx: Context, req: ev.OffsetCommit) -> None:
+        partition = self._routed_partition(ctx, req)
         if partition is not None:
-            self._run_op(partition, req, self._step, req.group_id, req)
+            self._run_op(ctx, partition, req, self._commit, req, partition)
 
-    # ------------------------------------------------------------ admin reads and deletes
+    def _commit(self, ctx: Context, records: Records, req: ev.OffsetCommit, partition: int):
+        group = self._groups.get(req.group_id)
+        response = offset_ops.commit(ctx, records, self._offsets, self.config, group, req, partition)
+        if group is None and partition in records:  # a "simple" group, created by its first commit
+            self._groups[req.group_id] = Group(group_id=req.group_id, partition=partition)
+            records.then(partition, DropSimpleGroup(req.group_id))  # after the offsets' undo, as in Kafka
+        return response
 
-    def _on_describe(self, req: ev.DescribeGroups) -> None:
-        described = []
-        for gid in req.groups:
-            if gid is None:
-                described.append(DescribedGroup(group_id=gid, error_code=Error.INVALID_GROUP_ID))
+    def _on_offset_delete(self, ctx: Context, req: ev.OffsetDelete) -> None:
+        partition = self._routed_partition(ctx, req)
+        if partition is not None:
+            self._run_op(ctx, partition, req, offset_ops.delete, self._offsets, self._groups.get(req.group_id),
+                         req, partition)
+
+    def _on_offset_fetch(self, ctx: Context, req: ev.OffsetFetch) -> None:
+        results = []
+        waits = []
+        for fetch in req.groups:
+            if fetch.group_id is None:
+                results.append(FetchedGroup(fetch.group_id, (), Error.INVALID_GROUP_ID))
                 continue
-            status = self._partitions.get(self.partition_of(gid))
+            partition = self.partition_of(fetch.group_id)
+            status = self._partitions.get(partition)
             if status is not ACTIVE:
                 error = Error.NOT_COORDINATOR if status is None else Error.COORDINATOR_LOAD_IN_PROGRESS
-                described.append(DescribedGroup(group_id=gid, error_code=error))
+                results.append(FetchedGroup(fetch.group_id, (), error))
                 continue
-            group = self._groups.get(gid)
-            described.append(DescribedGroup(group_id=gid, group_state=DEAD.value) if group is None
-                             else group.described())
-        self._respond(req.request_id, DescribeGroupsResponse(tuple(described)))
+            results.append(offset_ops.fetch_group(self._offsets, fetch, req.require_stable,
+                                                  fetch.group_id in self._groups))
+            waits.append(partition)
+        response = OffsetFetchResponse(tuple(results))
+        if req.require_stable and len(set(waits)) == 1:
+            self._log.result(ctx, waits[0], req.request_id, response)
+        else:
+            ctx.respond(req.request_id, response)
 
-    def _on_list(self, req: ev.ListGroups) -> None:
-        if any(status is LOADING for status in self._partitions.values()):
-            self._respond(req.request_id, ListGroupsResponse(Error.COORDINATOR_LOAD_IN_PROGRESS))
-            return
-        # Kafka: states lower-cased and trimmed as Java's trim() does; types lower-cased only
-        states = {s.lower().strip(_JAVA_TRIMMED) for s in req.states_filter}
-        types = {t.lower() for t in req.types_filter}
-        listed = tuple(g.listed() for g in self._groups.values()
-                       if (not states or g.state.value.lower() in states) and (not types or g.KIND in types))
-        self._respond(req.request_id, ListGroupsResponse(Error.NONE, listed))
+    # ------------------------------------------------------------ admin (admin.py), deletes
 
-    def _on_delete_groups(self, req: ev.DeleteGroups) -> None:
+    def _on_describe(self, ctx: Context, req: ev.DescribeGroups) -> None:
+        ctx.respond(req.request_id, admin.describe(req, lambda gid: self._partitions.get(self.partition_of(gid)),
+                                                   self._groups))
+
+    def _on_list(self, ctx: Context, req: ev.ListGroups) -> None:
+        ctx.respond(req.request_id, admin.list_groups(req, self._partitions, self._groups))
+
+    def _on_find_coordinator(self, ctx: Context, req: ev.FindCoordinator) -> None:
+        ctx.respond(req.request_id, admin.find_coordinator(
+            req, lambda key: self._partitions.get(self.partition_of(key)) is not None, self.config))
+
+    def _on_delete_groups(self, ctx: Context, req: ev.DeleteGroups) -> None:
         by_partition: dict[int, list[str]] = {}
         results: dict[str, Error] = {}
         for gid in req.groups_names:
@@ -334,7 +345,7 @@ class Coordinator(Writes, Offsets, Loading):
                 results[gid] = Error.NOT_COORDINATOR if status is None else Error.COORDINATOR_LOAD_IN_PROGRESS
                 continue
             by_partition.setdefault(partition, []).append(gid)
-        self._op = {}
+        records = Records()
         for partition, gids in by_partition.items():
             for gid in gids:
                 group = self._groups.get(gid)
@@ -344,66 +355,151 @@ class Coordinator(Writes, Offsets, Loading):
                     results[gid] = Error.NON_EMPTY_GROUP
                 else:
                     results[gid] = Error.NONE
-                    for topic, p in sorted(self._offsets.get(gid, {})):
-                        self._append(partition, OffsetTombstone(gid, topic, p))
-                    self._append(partition, GroupTombstone(gid), self._delete_group(gid, partition))
-        op, self._op = self._op, {}
+                    for topic, p in sorted(self._offsets.of(gid)):
+                        records.append(partition, OffsetTombstone(gid, topic, p))
+                    records.append(partition, GroupTombstone(gid), self._delete_group(ctx, records, gid, partition))
         response = DeleteGroupsResponse(tuple(DeletableGroupResult(g, e) for g, e in results.items()))
-        if not op:
-            self._respond(req.request_id, response)
+        if not records:
+            ctx.respond(req.request_id, response)
             return
         # One write per partition; the response waits for all of them. Kafka answers each
         # partition's groups separately; a failure marks only that partition's groups.
-        for partition, (records, callbacks) in op.items():
-            callbacks.append(DeleteResult(req.request_id, tuple(by_partition[partition])))
-        write_ids = self._emit_writes(op)
+        for partition in records:
+            records.then(partition, DeleteResult(req.request_id, tuple(by_partition[partition])))
+        write_ids = self._log.emit(ctx, records)
         self._pending_deletes[req.request_id] = (set(write_ids), dict(results))
-
-    def _delete_result(self, write_id: int, request_id, group_ids: tuple, error: Error | None) -> None:
-        waiting, results = self._pending_deletes[request_id]
-        waiting.discard(write_id)
-        if error is not None:
-            for gid in group_ids:
-                if results[gid] is Error.NONE:
-                    results[gid] = translate_operation_error(error)
-        if not waiting:
-            del self._pending_deletes[request_id]
-            self._respond(request_id, DeleteGroupsResponse(tuple(DeletableGroupResult(g, e) for g, e in results.items())))
-
-    def _on_find_coordinator(self, req: ev.FindCoordinator) -> None:
-        coordinators = []
-        for key in req.coordinator_keys:
-            if req.key_type != 0:
-                error = Error.INVALID_REQUEST
-            else:
-                owned = self._partitions.get(self.partition_of(key)) is not None
-                error = Error.NONE if owned else Error.COORDINATOR_NOT_AVAILABLE
-            if error is Error.NONE:
-                coordinators.append(CoordinatorEndpoint(key, self.config.node_id, self.config.advertised_host,
-                                                        self.config.advertised_port, error))
-            else:
-                coordinators.append(CoordinatorEndpoint(key, -1, "", -1, error))
-        self._respond(req.request_id, FindCoordinatorResponse(tuple(coordinators)))
 
     # ------------------------------------------------------------ timers
 
-    def _on_timer(self, event: ev.TimerFired) -> None:
+    def _on_timer(self, ctx: Context, event: ev.TimerFired) -> None:
         key = event.key
         kind = type(key)
-        if self._partitions.get(getattr(key, "partition", None)) is not ACTIVE:
+        if self._partitions.get(getattr(key, "partition", -1)) is not ACTIVE:
             return  # not a key of an owned partition (nor a key at all)
-        self._op = {}
+        records = Records()
         if kind is ExpirationTimer:
-            self._expire(key.partition)
+            partition = key.partition
+            offset_ops.expire(ctx, records, self._offsets, self.config,
+                              [g for g in self._groups.values() if g.partition == partition], partition,
+                              lambda gid: self._delete_group(ctx, records, gid, partition))
         elif kind is HeartbeatTimer or kind is JoinTimer or kind is SyncTimer:
-            self._step(key.group_id, event)
+            self._step(ctx, records, key.group_id, event)
             if kind is HeartbeatTimer:
                 self._expire_held_pending(key.group_id, key.member_id)
-        op, self._op = self._op, {}
-        self._emit_writes(op)
+        self._log.emit(ctx, records)
+
+    # ------------------------------------------------------------ load and unload (§3.11)
+
+    def _on_load(self, ctx: Context, event: ev.LoadPartition) -> None:
+        partition = event.partition
+        if self._partitions.get(partition) is ACTIVE:
+            return  # already loaded; a new owner instance starts from a new Coordinator
+        if event.loading:
+            self._partitions[partition] = LOADING
+            return
+        loaded, offsets = read_partition(event.records, partition)
+        self._partitions[partition] = ACTIVE
+        for group, _ in loaded:
+            self._groups[group.group_id] = group
+        self._offsets.latest.update(offsets)
+        records = Records()
+        for group, written in loaded:
+            if not written:
+                continue
+            for mid, member in group.members.items():
+                ctx.arm(HeartbeatTimer(partition, group.group_id, mid), member.session_timeout_ms)
+            if len(group.members) > self.config.group_max_size:
+                self._step(ctx, records, group.group_id, Rebalance())
+        self._log.emit(ctx, records)  # a rebalance writes nothing until its join phase ends
+        ctx.arm(ExpirationTimer(partition), self.config.offsets_retention_check_interval_ms)
+
+    def _on_unload(self, ctx: Context, event: ev.UnloadPartition) -> None:
+        partition = event.partition
+        if partition not in self._partitions:
+            return
+        for write in self._log.on(partition):
+            self._log.take(write.write_id)
+            self._finish_write(ctx, write, Error.NOT_COORDINATOR)
+        for respond in self._log.drop_held(partition):
+            ctx.respond(respond.request_id, error_like(respond.response, Error.NOT_COORDINATOR))
+        records = Records()
+        for gid, group in list(self._groups.items()):
+            if group.partition == partition:
+                self._step(ctx, records, gid, Unload())  # Kafka's onUnloaded: parked requests answered, Dead
+        assert not records, "an unload writes nothing"
+        # Every offset of the partition goes, also a group's left without it (its creation
+        # rolled back while a commit was in flight): a later load reads them from storage.
+        # (No committed value is left: the writes were finished above.)
+        for gid in [g for g in self._offsets.latest if self.partition_of(g) == partition]:
+            self._offsets.remove(gid)
+        del self._partitions[partition]
+        # Last, so that timers armed by the failed writes' follow-ups are cancelled too.
+        ctx.out.append(CancelPartitionTimers(partition))
+
+    # ------------------------------------------------------------ write outcomes and continuations
+
+    def _on_write_done(self, ctx: Context, event) -> None:
+        write = self._log.take(event.write_id)
+        if write is None:
+            return
+        error = event.error if isinstance(event, ev.WriteFailed) else None
+        self._finish_write(ctx, write, None if error in (None, Error.NONE) else Error.parse(error))
+        self._log.release(ctx, write.partition)
+
+    def _finish_write(self, ctx: Context, write: PendingWrite, error: Error | None) -> None:
+        """Run the write's continuations, in order, then answer the request it carried."""
+        records = Records()
+        for continuation in write.continuations:
+            _AFTER_WRITE[type(continuation)](self, ctx, records, continuation, error, write)
+        # Continuations do not write again in Kafka's classic coordinator; a failed write's
+        # follow-up (a new rebalance) writes nothing until its own completion.
+        self._log.emit(ctx, records)
+        if write.request is not None:
+            if error is None:
+                ctx.respond(write.request.request_id, write.response)
+            else:
+                ctx.respond(write.request.request_id, error_response(write.request, translate_operation_error(error)))
+
+    def _offsets_written(self, ctx, records, continuation: UndoOffsets, error, write) -> None:
+        self._offsets.written(continuation.changes, error)
+
+    def _group_written(self, ctx, records, continuation: AfterSync | AfterStaticReplace, error, write) -> None:
+        self._step(ctx, records, continuation.group_id, Written(continuation, error))
+
+    def _new_group_written(self, ctx, records, continuation: AfterNewGroup, error, write) -> None:
+        if error is not None:
+            after_write.new_group_failed(ctx, self._groups, self._log, continuation, error, write)
+
+    def _tombstone_written(self, ctx, records, continuation: RestoreGroup, error, write) -> None:
+        if error is not None:
+            after_write.tombstone_failed(self._groups, self._log, continuation)
+
+    def _simple_group_written(self, ctx, records, continuation: DropSimpleGroup, error, write) -> None:
+        if error is not None:
+            after_write.simple_group_failed(self._groups, self._offsets, continuation)
+
+    def _delete_written(self, ctx, records, continuation: DeleteResult, error, write) -> None:
+        after_write.delete_written(ctx, self._pending_deletes, continuation, error, write)
+
+    def _empty_group_written(self, ctx, records, continuation: AfterEmptyGroup, error, write) -> None:
+        """Kafka only logs a failure of that record."""
+
+    def _expire_held_pending(self, group_id: str, member_id: str) -> None:
+        """A pending member's expiry also applies to the copies of its group that a failed
+        write may bring back (RestoreGroup's group and AfterNewGroup's displaced one):
+        otherwise the copy returns with a pending member no timer will ever remove, and
+        every later join phase waits out its rebalance timeout (deviation D15)."""
+        self._log.edit(lambda c: after_write.without_pending(c, group_id, member_id))
 
 
-_JAVA_TRIMMED = "".join(map(chr, range(0x21)))  # String.trim(): every char up to U+0020
+# What runs after a write, by continuation (core/continuations.py): one dispatch for all. The
+# offsets' undo comes first in every commit's write.
+_AFTER_WRITE: dict[type, Callable[..., None]] = {
+    UndoOffsets: Coordinator._offsets_written, AfterSync: Coordinator._group_written,
+    AfterStaticReplace: Coordinator._group_written, AfterNewGroup: Coordinator._new_group_written,
+    RestoreGroup: Coordinator._tombstone_written, DropSimpleGroup: Coordinator._simple_group_written,
+    DeleteResult: Coordinator._delete_written, AfterEmptyGroup: Coordinator._empty_group_written,
+}
 _EMPTY_ID_ALLOWED = (ev.OffsetCommit, ev.OffsetFetch, ev.DescribeGroups, ev.DeleteGroups)
 
 

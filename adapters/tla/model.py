@@ -188,7 +188,7 @@ class Alpha:
 
     def group(self, group: Group, writes: Iterable[PendingWrite] = ()) -> dict:
         ids = self.ids
-        replacing = {cb.new_member_id: cb.request_id for w in writes for cb in w.callbacks
+        replacing = {cb.new_member_id: cb.request_id for w in writes for cb in w.continuations
                      if type(cb) is AfterStaticReplace}
         mem = {}
         for mid, m in group.members.items():
@@ -293,7 +293,7 @@ class Alpha:
                    else dict(offsets=(), committed=()))
         places = offsets.setters(self.gid, writes)
         out["writes"] = tuple(
-            F(recs=self.write_records[w.write_id], cbs=tuple(self.callback(cb, places) for cb in w.callbacks),
+            F(recs=self.write_records[w.write_id], cbs=tuple(self.callback(cb, places) for cb in w.continuations),
               resp=None if w.request is None else F(to=self.tag_of_request(w.request), r=self.response(w.response)))
             for w in writes)
         held = []

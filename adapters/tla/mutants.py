@@ -35,6 +35,7 @@ from typing import Callable
 
 import attrs
 
+from groupcoord.core import offsets
 from groupcoord.core.classic import joining, membership
 from groupcoord.core.coordinator import Coordinator
 
@@ -183,15 +184,15 @@ MUTANTS: list[Mutant] = [
     Mutant("commit-from-stale-generation",
            "an offset commit from a member of an older generation accepted (a fenced member's commit)",
            "issue #17 (offsets)",
-           core=(("_commit", ((
+           core=(("commit", ((
                "                _validate_offset_commit(group, req)",
                "                if req.generation_id == group.generation_id or req.generation_id < 0:\n"
                "                    _validate_offset_commit(group, req)"),)),)),
     Mutant("load-drops-offsets", "a partition loaded again forgets the group's committed offsets",
            "issue #17 (durability)",
            core=(("_on_load", ((
-               "            if offsets.get(gid):\n                self._offsets[gid] = offsets[gid]",
-               "            pass"),)),)),
+               "        self._offsets.latest.update(offsets)",
+               "        pass"),)),)),
     # Spec mutants: the same bugs written into the spec; TLC must find them, through the
     # property named after each.
     Mutant("spec-first-generation-zero", "the first generation is 0 instead of 1 (in the spec)",
@@ -319,7 +320,7 @@ def applied(mutant: Mutant):
     originals = {}
     try:
         for method, edits in mutant.core:
-            owner = next(c for c in (joining, membership, *Coordinator.__mro__) if method in vars(c))
+            owner = next(c for c in (joining, membership, offsets, *Coordinator.__mro__) if method in vars(c))
             original = vars(owner)[method]
             source = textwrap.dedent(inspect.getsource(original))
             for old, new in edits:

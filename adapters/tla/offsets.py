@@ -43,7 +43,7 @@ def setters(gid: str, writes: list) -> dict[int, int]:
     """id(entry) -> the place (1, 2, ...) of the in-flight write that set it; ``writes`` in order."""
     places: dict[int, int] = {}
     for place, w in enumerate(writes, start=1):
-        for cb in w.callbacks:
+        for cb in w.continuations:
             if type(cb) is UndoOffsets:
                 for g, _key, _before, after in cb.changes:
                     if g == gid and after is not None:

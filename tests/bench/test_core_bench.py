@@ -31,7 +31,7 @@ def test_the_commit_floor_builds_the_values_a_real_commit_builds():
     [entry] = coordinator.offsets("g").values()
     assert type(entry) is OffsetEntry
     [pending] = coordinator.snapshot().writes.values()
-    assert type(pending) is PendingWrite and [type(callback) for callback in pending.callbacks] == [UndoOffsets]
+    assert type(pending) is PendingWrite and [type(callback) for callback in pending.continuations] == [UndoOffsets]
     response = pending.response
     assert type(response) is c.OffsetCommitResponse
     assert [type(t) for t in response.topics] == [c.TopicResult]

@@ -59,7 +59,7 @@ MUTANTS = [
            "return not self.is_new"),
     Mutant("e-retention-boundary", "an offset expires only once more than the retention has passed "
            "(Kafka: now - base >= retention)", "offsets.py",
-           "gone = self._now - base(entry) >= retention_ms", "gone = self._now - base(entry) > retention_ms"),
+           "gone = ctx.now - base(entry) >= retention_ms", "gone = ctx.now - base(entry) > retention_ms"),
     Mutant("f-session-timer-rebalance", "join completion arms members' session timers with the rebalance "
            "timeout", "classic/joining.py",
            "            s.respond(member.awaiting_join.request_id, response)\n"

@@ -14,6 +14,7 @@ from groupcoord.core.commands import Respond, Write
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
+from groupcoord.core.offsets import OffsetStore
 
 CONFIG = CoordinatorConfig(group_initial_rebalance_delay_ms=0, offsets_topic_num_partitions=1)
 
@@ -36,13 +37,13 @@ def loaded() -> Coordinator:
 def test_a_raising_step_fails_the_instance_and_every_later_event_is_refused(monkeypatch):
     coordinator = loaded()
     assert coordinator.failed is None
-    real = Coordinator._set_offsets
+    real = OffsetStore.set
 
-    def half_done(self, partition, changes):
-        real(self, partition, changes)  # the step changed the offsets, then raises
+    def half_done(self, changes):
+        real(self, changes)  # the step changed the offsets, then raises
         raise RuntimeError("planted")
 
-    monkeypatch.setattr(Coordinator, "_set_offsets", half_done)
+    monkeypatch.setattr(OffsetStore, "set", half_done)
     event = commit(1, 5)
     with pytest.raises(CoordinatorFailed, match=r"^RuntimeError: planted \(handling OffsetCommit\)$") as raised:
         coordinator.handle(event)
