@@ -29,7 +29,7 @@ writes group-scoped traces, and the fast (de)serializers both use (``canonical_d
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable
+from typing import Iterable
 
 
 from groupcoord.core import commands as cmd
@@ -41,6 +41,7 @@ from groupcoord.adapters.checks import trace_checks as tc
 from groupcoord.core.commands import CancelPartitionTimers, CancelTimer, Respond, SetTimer, Write
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator, partition_for
+from groupcoord.core.timers import TimerTable
 from groupcoord.adapters.replay.findings import (
     CONTRACT,
     DIVERGENCE,
@@ -108,7 +109,7 @@ class UnitReplay:
         self._seq: dict = {}  # sequence scope -> the next seq expected (instance scope)
         self._last_ts: dict = {}
         self._group_seq, self._group_ts = 0, None  # the same for the unit's group (group scope)
-        self._timers: dict[tuple, tuple[int, Any]] = {}
+        self._timers = TimerTable()  # what the replayed core armed: a TimerFired must be for one of them
         self._in_flight: dict[int, list[int]] = {}
         self._requests: dict = {}
         self._request_groups: dict = {}
@@ -351,16 +352,13 @@ class UnitReplay:
         for c in commands:
             t = type(c)
             if t is SetTimer:
-                timers[c.key] = (c.deadline_ms, c.payload)
+                timers.apply(c)
             elif t is Respond:
                 self._answered.append(c.request_id)
             elif t is Write:
                 self._in_flight.setdefault(c.partition, []).append(c.write_id)
-            elif t is CancelTimer:
-                timers.pop(c.key, None)
-            elif t is CancelPartitionTimers:
-                for key in [k for k in timers if k.partition == c.partition]:
-                    del timers[key]
+            elif t is CancelTimer or t is CancelPartitionTimers:
+                timers.apply(c)
 
     def _check_step(self, before: dict, after: dict, event, commands: list, gid) -> list[str]:
         found: list[str] = []
