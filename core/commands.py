@@ -189,8 +189,6 @@ class OffsetTombstone:
     key = property(_offset_key)
 
 
-RECORD_TYPES = (GroupMetadataRecord, GroupTombstone, OffsetCommitRecord, OffsetTombstone)
-
 # --- response bodies ----------------------------------------------------------------------
 
 

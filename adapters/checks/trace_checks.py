@@ -70,8 +70,6 @@ OUTPUT_MATCHES_REPLAY = _name("output_matches_replay", "every recorded output eq
 RECORD_WELL_FORMED = _name("record_well_formed", "every record follows trace format v1")
 CORE_RAISES_NOTHING = _name("core_raises_nothing", "Coordinator.handle never raises")
 
-CHECK_NAMES: tuple[str, ...] = tuple(CHECKS)
-
 _MEMBER_REQUESTS = (ev.Heartbeat, ev.SyncGroup, ev.OffsetCommit)
 _ANSWER_CHECKED = (ev.JoinGroup,) + _MEMBER_REQUESTS
 

@@ -153,16 +153,6 @@ def request_body(event: ev.Request) -> tuple[str, dict]:
     return api, schema.shape_request(api, v, b)
 
 
-API_OF_RESPONSE = {
-    "JoinGroupResponse": "JoinGroup", "SyncGroupResponse": "SyncGroup",
-    "HeartbeatResponse": "Heartbeat", "LeaveGroupResponse": "LeaveGroup",
-    "OffsetCommitResponse": "OffsetCommit", "OffsetFetchResponse": "OffsetFetch",
-    "DescribeGroupsResponse": "DescribeGroups", "ListGroupsResponse": "ListGroups",
-    "DeleteGroupsResponse": "DeleteGroups", "OffsetDeleteResponse": "OffsetDelete",
-    "FindCoordinatorResponse": "FindCoordinator",
-}
-
-
 def response_fields(api: str, version: int, response) -> dict:
     """The response as Kafka's fields at ``version`` (error codes as numbers, bytes as bytes)."""
     body = _plain(attrs.asdict(response, recurse=True))

@@ -207,18 +207,6 @@ def parse(text: str) -> Any:
     return value
 
 
-def parse_state(text: str) -> dict[str, Any]:
-    """A state as TLC prints it: ``/\\ var = value`` conjuncts (one per variable)."""
-    out = {}
-    for part in re.split(r"(?:^|\n)\s*/\\ ", text):
-        part = part.strip()
-        if not part:
-            continue
-        name, _, value = part.partition(" = ")
-        out[name.strip()] = parse(value)
-    return out
-
-
 # ----------------------------------------------------------------------------- writing
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
