@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from groupcoord.core import trace
-from groupcoord.core.commands import GroupMetadataRecord, GroupTombstone, OffsetCommitRecord, OffsetTombstone
+from groupcoord.core.commands import GroupTombstone, OffsetTombstone
 from groupcoord.core.errors import Error
 
 from groupcoord.adapters.storage import records as fmt
@@ -292,5 +292,3 @@ def _settle(future: asyncio.Future, error: Error | None, detail: str | None = No
     else:
         future.set_exception(StorageError(error, detail, level="error"))
 
-
-RECORD_TYPES: tuple[type, ...] = (GroupMetadataRecord, GroupTombstone, OffsetCommitRecord, OffsetTombstone)
