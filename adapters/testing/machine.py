@@ -25,7 +25,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from groupcoord.adapters.checks import invariants as inv
 from groupcoord.adapters.verify import observed
-from groupcoord.adapters.verify.findings import is_known
+from groupcoord.adapters.verify.findings import is_known, signature
 from groupcoord.adapters.verify.run import describe_verdict, signature_of
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, Settings, Verdict, timing_only, verify_group
 from groupcoord.core.config import CoordinatorConfig
@@ -337,25 +337,9 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
             return
         settings = Settings(config=self.config, timer_tolerance_ms=self.sut.timer_tolerance_ms,
                             budget=self.verify_budget, from_birth=True)
-        verdict = verify_group(self.group_id, pairs, settings, keep_going=bool(self.set_aside),
-                               given=frozenset(self._given), given_timing=frozenset(self._given_timing))
-        if verdict.verdict == CONFORMS:
+        verdict = judge(self.group_id, pairs, settings, self.set_aside, self._given, self._given_timing, self.aside)
+        if verdict is None:
             return
-        if verdict.verdict == DIVERGES and self.set_aside:
-            new = []
-            for found in (verdict, *verdict.more):
-                sig = signature_of(found)
-                if found.follows is not None:  # follows from a finding before it: given, not new
-                    self._given.add(found.line)
-                elif sig is not None and is_known(sig, self.set_aside):
-                    # taken as given in the checks after this one too (a late answer's timing only)
-                    (self._given_timing if timing_only(found) else self._given).add(found.line)
-                    self.aside(sig)
-                else:
-                    new.append(found)
-            if not new:
-                return
-            verdict = new[0]
         text = "\n".join(describe_verdict(verdict))
         if verdict.verdict == DIVERGES:
             raise Divergence(text, list(self.sut.sent), self.config, dict(self.topics), verdict)
@@ -373,3 +357,50 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
         broken = inv.check_group(group)
         if broken:
             raise Divergence("; ".join(broken), list(self.sut.sent), self.config, dict(self.topics))
+
+
+def judge(group_id: str, pairs: list, settings: Settings, set_aside: frozenset, given: set[int],
+          given_timing: set[int], aside: Callable[[str], None] = lambda sig: None) -> Verdict | None:
+    """The verdict on ``pairs`` to report (None: nothing new). With ``set_aside`` (signatures of
+    known findings), a finding with one of them, or one that follows from an earlier finding, is
+    taken as given from then on (its line added to ``given``, or to ``given_timing`` for a
+    finding of timing alone; ``aside`` hears of each) and only the others are reported."""
+    while True:
+        verdict = verify_group(group_id, pairs, settings, keep_going=bool(set_aside),
+                               given=frozenset(given), given_timing=frozenset(given_timing))
+        if verdict.verdict == CONFORMS:
+            return None
+        if verdict.verdict != DIVERGES or not set_aside:
+            return verdict
+        new, before = [], len(given) + len(given_timing)
+        for found in (verdict, *verdict.more):
+            sig = signature_of(found)
+            if found.follows is not None:  # follows from a finding before it: given, not new
+                given.add(found.line)
+            elif sig is not None and is_known(sig, set_aside):
+                # taken as given in the checks after this one too (a late answer's timing only)
+                (given_timing if timing_only(found) else given).add(found.line)
+                aside(sig)
+            else:
+                new.append(found)
+        if not new:
+            return None
+        if len(given) + len(given_timing) > before:
+            # The search met the new findings before known ones it had yet to take as given (a
+            # late answer earlier in the trace, say): judged again with those given, a new
+            # finding that only followed from them goes; one that stays is new.
+            continue
+        # A request the broker never answered, whose silence is a known finding, may be what the
+        # new one stems from: the search can meet a later answer first, in the executions that
+        # keep the spec silent too. Judged again with that silence given.
+        silent = {}
+        for o in pairs:
+            if o.response is None and not o.unreadable and o.index not in given | given_timing:
+                sig = signature(o.api, o.version, "answer", "given", "none (waits)")
+                if is_known(sig, set_aside):
+                    silent[o.index] = sig
+        if not silent:
+            return new[0]
+        given_timing.update(silent)
+        for sig in set(silent.values()):
+            aside(sig)
