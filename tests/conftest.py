@@ -4,13 +4,21 @@
 * ``deep``: long runs, e.g. nightly: ``HYPOTHESIS_PROFILE=deep .venv/bin/python -m pytest tests/core/test_properties.py``.
 * ``mutation``: ``ci`` drawing the same examples every run, keeping none between runs (a mutant
   is killed or not whatever ran before it) and not shrinking a failing example (a failure is
-  all mutation testing needs); tests/mutation.py sets it.
+  all mutation testing needs); tests/support/mutation.py sets it.
 """
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
+
+# The tests' helper modules (tests/support/: paths, server_harness, observe_harness, ...) are
+# imported by their bare names (``from server_harness import ServerProcess``) from any wing's tests.
+SUPPORT = str(Path(__file__).resolve().parent / "support")
+if SUPPORT not in sys.path:
+    sys.path.insert(0, SUPPORT)
 
 # The files that take longest, longest first. xdist hands each worker whole files in the order
 # collected (addopts: --no-loadscope-reorder, which would put the files with most tests first):

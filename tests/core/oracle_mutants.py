@@ -149,7 +149,7 @@ def run(mutant: Mutant | None, oracle: bool = True, max_examples: int = MAX_EXAM
 
 def hunt(max_examples: int) -> str:
     """In the staged interpreter: run the machines; the first failure's summary, or PASSED."""
-    sys.path[:0] = [str(CORE_TESTS.parent), str(CORE_TESTS)]
+    sys.path[:0] = [str(CORE_TESTS.parent / "support"), str(CORE_TESTS)]
     from hypothesis import HealthCheck, Phase, settings
     from hypothesis.stateful import run_state_machine_as_test
 

@@ -21,7 +21,7 @@ TIMEOUT_S = 300
 
 def test_a_fixed_sample_of_mutants_is_killed(tmp_path):
     workdir = tmp_path / "mutation"
-    command = [sys.executable, str(TESTS / "mutation.py"), "--sample", str(SAMPLE), "--seed", str(SEED),
+    command = [sys.executable, str(TESTS / "support" / "mutation.py"), "--sample", str(SAMPLE), "--seed", str(SEED),
                "--workdir", str(workdir)]
     run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

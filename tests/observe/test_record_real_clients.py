@@ -1,5 +1,5 @@
 """Real Kafka clients (kafka-python, confluent-kafka, aiokafka consumers in their own processes,
-tests/client_worker.py) form groups on ``groupcoord serve`` through ``groupcoord record``:
+tests/support/client_worker.py) form groups on ``groupcoord serve`` through ``groupcoord record``:
 the recording holds the group's request/response pairs; the clients reach the group only
 through the proxy's listeners; Parquet holds what JSON Lines holds."""
 

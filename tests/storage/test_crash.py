@@ -1,7 +1,7 @@
 """Crash tests: ``groupcoord serve`` on SQLite killed with SIGKILL at random moments while real
 consumers commit offsets, then restarted on the same data directory.
 
-Three real consumers (tests/commit_worker.py: kafka-python and confluent-kafka, in simple
+Three real consumers (tests/support/commit_worker.py: kafka-python and confluent-kafka, in simple
 groups and as a group member) commit ever larger offsets synchronously and record every
 commit their client acknowledged. The server is killed ``CRASH_KILLS`` times (default 100):
 mostly once every consumer is committing again and a random moment later, sometimes while it

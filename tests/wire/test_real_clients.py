@@ -1,5 +1,5 @@
 """Real Kafka clients against ``groupcoord serve``: kafka-python, confluent-kafka (librdkafka)
-and aiokafka consumers, each in its own process (tests/client_worker.py), and the admin clients
+and aiokafka consumers, each in its own process (tests/support/client_worker.py), and the admin clients
 of confluent-kafka and kafka-python.
 
 One server subprocess serves the whole module on 127.0.0.1 (a free port); each test uses its

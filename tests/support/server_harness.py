@@ -119,7 +119,7 @@ class ServerProcess:
 
 
 class Worker:
-    """One real consumer (tests/client_worker.py) in a subprocess."""
+    """One real consumer (tests/support/client_worker.py) in a subprocess."""
 
     def __init__(self, client: str, bootstrap: str, group: str, topic: str = "t6", *, assignor: str = "range",
                  client_id: str = "worker", instance_id: str | None = None, session_ms: int = 3000,
@@ -384,7 +384,7 @@ def free_port() -> int:
 
 
 class CommitWorker:
-    """tests/commit_worker.py in a subprocess: a real consumer committing ever larger offsets,
+    """tests/support/commit_worker.py in a subprocess: a real consumer committing ever larger offsets,
     appending each acknowledged commit to ``acks``."""
 
     def __init__(self, client: str, mode: str, bootstrap: str, group: str, topic: str, partitions: int,

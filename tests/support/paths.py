@@ -6,7 +6,7 @@ from pathlib import Path
 
 from groupcoord.adapters.conformance.suite import suite_files
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parent.parent  # tests/ (this file is in tests/support/)
 ROOT = TESTS.parent
 SCENARIOS = TESTS / "scenarios"  # the project's own
 KAFKA_SCENARIOS = ROOT / "spec" / "conformance" / "scenarios"  # encoded from Kafka's tests
