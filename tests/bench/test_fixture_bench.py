@@ -7,7 +7,10 @@ import json
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.bench  # asserts a speed ratio measured on this machine: `pytest -m bench`, run once per CI run
 def test_bench_fixture_prints_its_figures():
     proc = subprocess.run([sys.executable, "-m", "groupcoord.adapters.cli.main", "bench", "fixture", "--starts", "20",
                            "--cold", "1"], capture_output=True, text=True, timeout=300)

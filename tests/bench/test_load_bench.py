@@ -9,12 +9,15 @@ import pstats
 import subprocess
 import sys
 
+import pytest
+
 
 def bench_load(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "groupcoord.adapters.cli.main", "bench", "load", *args],
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.bench  # asserts a speed ratio measured on this machine: `pytest -m bench`, run once per CI run
 def test_a_small_load_with_commits_on_sqlite_is_answered_and_checked(tmp_path):
     profile = tmp_path / "load.prof"
     out = bench_load("--groups", "20", "--members", "5", "--duration", "3", "--heartbeat-interval-ms", "300",

@@ -7,9 +7,11 @@ import json
 import subprocess
 import sys
 
+import pytest
 from server_harness import tansu_binary
 
 
+@pytest.mark.bench  # asserts a speed ratio measured on this machine: `pytest -m bench`, run once per CI run
 def test_bench_storage_quick_prints_json_lines_last():
     out = subprocess.run([sys.executable, "-m", "groupcoord.adapters.cli.main", "bench", "storage", "--quick"],
                          capture_output=True, text=True, timeout=300)

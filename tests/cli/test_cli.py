@@ -3,6 +3,9 @@
 import json
 import subprocess
 import sys
+
+import pytest
+
 from paths import KAFKA_SCENARIOS, ROOT
 
 
@@ -61,6 +64,7 @@ def test_demo_forms_a_group_and_survives_a_crash():
     assert "final: Stable, generation 4, 2 members" in result.stdout
 
 
+@pytest.mark.bench  # asserts a speed ratio measured on this machine: `pytest -m bench`, run once per CI run
 def test_bench_core_prints_json_lines_last():
     result = run("bench", "core", "--quick")
     assert result.returncode == 0, result.stderr

@@ -299,6 +299,7 @@ def test_serve_trace_records_a_trace_that_replays_to_the_same_commands(tmp_path)
 
 # --- bench ----------------------------------------------------------------------------------------------
 
+@pytest.mark.bench  # asserts a speed ratio measured on this machine: `pytest -m bench`, run once per CI run
 def test_bench_server_quick_prints_json_lines_last():
     out = subprocess.run([sys.executable, "-m", "groupcoord.adapters.bench.server", "--quick"], capture_output=True,
                          text=True, timeout=240)

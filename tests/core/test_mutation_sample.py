@@ -1,6 +1,7 @@
 """The CI share of mutation testing (spec/mutation.md): a fixed sample of 40 of core/'s mutants,
 each run against the fast suite, must be killed at 95 % or more (survivors listed as equivalent
-in spec/mutation.md left out). A few minutes; leave it out with ``-m 'not mutation'``.
+in spec/mutation.md left out). A few minutes; leave it out with ``-m 'not mutation and not bench'``
+(a ``-m`` on the command line replaces addopts' ``-m 'not bench'``).
 ``.ci/mutation`` runs every mutant."""
 
 import os

@@ -279,6 +279,7 @@ def test_cli_simulate_replay_and_exit_codes(tmp_path, faulty, capsys):
     assert replay_cli.main(["replay", str(tmp_path / "nothing"), "--engine", "plain"]) == 2
 
 
+@pytest.mark.bench  # asserts a speed ratio measured on this machine: `pytest -m bench`, run once per CI run
 def test_bench_replay_quick_smoke(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "groupcoord.adapters.cli.replay", "bench", "replay", "--quick",
                            "--records", "6000", "--groups", "30", "--engines", "plain,core", "--workdir", str(tmp_path)],
