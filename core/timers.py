@@ -76,6 +76,9 @@ class TimerTable(Mapping):
 
     def pop_due(self, now_ms: int) -> tuple[tuple, Any] | None:
         """(key, payload) of the next timer due at ``now_ms`` (removed from the table), or None."""
+        heap = self._heap
+        if not heap or heap[0][0] > now_ms:  # nothing due: most calls, answered without a call
+            return None
         armed = self._first(now_ms)
         if armed is None:
             return None
