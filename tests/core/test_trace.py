@@ -67,3 +67,132 @@ def test_bad_records_are_refused_naming_the_line(mutate, message):
 def test_not_json_is_refused():
     with pytest.raises(trace.TraceError, match="x:3: not JSON"):
         list(trace.read_lines(["", "  ", "{"], "x"))
+
+
+def test_the_type_registry_is_every_event_command_and_timer_key():
+    import attrs
+
+    from groupcoord.core import commands as cmd, events as ev, trace
+    from groupcoord.core.classic.model import Parked
+
+    expected = {name: value for module in (ev, cmd) for name, value in vars(module).items()
+                if isinstance(value, type) and attrs.has(value) and value.__module__ == module.__name__}
+    expected.update({"Parked": Parked, **{k.__name__: k for k in cmd.TIMER_KEYS}})
+    assert trace.TYPES == expected
+    assert trace._registry() == trace.TYPES  # built from the modules alone (it runs once, at import)
+    assert {"JoinGroup", "TimerFired", "LoadPartition"} <= trace.EVENT_TYPES
+    assert {"Respond", "SetTimer", "Write", "GroupMetadataRecord"} <= trace.COMMAND_TYPES
+    assert "Error" not in trace.TYPES and "Parked" not in trace.EVENT_TYPES | trace.COMMAND_TYPES
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"hex": "zz"}, "bad hex 'zz'"),
+    ({"type": "Nope", "data": {}}, "unknown type 'Nope'"),
+    ({"type": "Heartbeat", "data": []}, "Heartbeat: data must be an object"),
+    ({"type": "WriteFailed", "data": {"now_ms": 0, "write_id": 1, "error": "BOGUS"}},
+     "WriteFailed.error: not a Kafka error: 'BOGUS'"),
+    ({"type": "WriteCompleted", "data": {"now_ms": 0}}, "WriteCompleted: "),
+    ({"a": 1, "b": 2}, "unexpected object ['a', 'b']"),
+])
+def test_decoding_refuses_what_it_does_not_know_saying_what(data, message):
+    from groupcoord.core import trace
+
+    with pytest.raises(trace.TraceError) as e:
+        trace.decode(data)
+    assert str(e.value).startswith(message)
+
+
+def test_error_fields_decode_to_errors_by_name():
+    from groupcoord.core import commands as cmd, events as ev, trace
+    from groupcoord.core.errors import Error
+
+    failed = trace.decode({"type": "WriteFailed", "data": {"now_ms": 0, "write_id": 1, "error": "NOT_COORDINATOR"}})
+    assert failed == ev.WriteFailed(now_ms=0, write_id=1, error=Error.NOT_COORDINATOR)
+    assert failed.error is Error.NOT_COORDINATOR
+    response = trace.decode({"type": "HeartbeatResponse", "data": {"error_code": "REBALANCE_IN_PROGRESS"}})
+    assert response.error_code is Error.REBALANCE_IN_PROGRESS
+    assert trace.encode(cmd.HeartbeatResponse(Error.NONE)) == {"type": "HeartbeatResponse", "data": {"error_code": "NONE"}}
+    with pytest.raises(trace.TraceError, match=r"^cannot encode set: \{1\}$"):
+        trace.encode({1})
+    with pytest.raises(trace.TraceError, match=r"^cannot encode object: "):
+        trace.encode(object())
+
+
+def test_the_group_and_partition_of_a_value_come_from_its_fields_or_its_timer_key():
+    from groupcoord.core import commands as cmd, events as ev, trace
+
+    key = cmd.HeartbeatTimer(3, "g", "m")
+    assert trace.group_of(cmd.SetTimer(key, 10)) == "g" and trace.partition_of(cmd.SetTimer(key, 10)) == 3
+    assert trace.group_of(ev.TimerFired(now_ms=0, key=key)) == "g"
+    assert trace.partition_of(ev.TimerFired(now_ms=0, key=cmd.ExpirationTimer(5))) == 5
+    assert trace.group_of(ev.TimerFired(now_ms=0, key=cmd.ExpirationTimer(5))) is None
+    assert trace.partition_of(cmd.Write(1, 4, ())) == 4 and trace.group_of(cmd.Write(1, 4, ())) is None
+    assert trace.partition_of(cmd.CancelTimer(key)) == 3 and trace.group_of(cmd.CancelTimer(key)) == "g"
+    assert trace.group_of(cmd.Respond("r", cmd.HeartbeatResponse(0))) is None
+    assert trace.partition_of(cmd.Respond("r", cmd.HeartbeatResponse(0))) is None
+    assert trace.group_of(ev.LoadPartition(now_ms=0, partition=2)) is None
+    assert trace.partition_of(ev.LoadPartition(now_ms=0, partition=2)) == 2
+
+
+def test_the_recorder_files_each_record_under_its_group_or_partition():
+    from groupcoord.core import commands as cmd, events as ev, trace
+
+    recorder = trace.Recorder()
+    key = cmd.HeartbeatTimer(3, "g", "m")
+    [fired, armed] = recorder.records(ev.TimerFired(now_ms=5, key=key), [cmd.SetTimer(key, 15)])
+    assert (fired["group_id"], fired["partition"], fired["seq"], fired["dir"]) == ("g", 3, 0, "in")
+    assert (armed["group_id"], armed["partition"], armed["seq"], armed["dir"], armed["ts_ms"]) == ("g", 3, 1, "out", 5)
+    [load, write] = recorder.records(ev.LoadPartition(now_ms=6, partition=3), [cmd.Write(1, 3, ())])
+    assert (load["group_id"], load["partition"], load["seq"]) == (None, 3, 0)
+    assert (write["group_id"], write["partition"], write["seq"]) == (None, 3, 1)
+    # an answer to a request the recorder never saw (it started late) belongs to no group
+    [done, answer] = recorder.records(ev.WriteCompleted(now_ms=7, write_id=1), [cmd.Respond("r", cmd.HeartbeatResponse(0))])
+    assert (answer["group_id"], answer["partition"], answer["seq"]) == (None, None, 1)
+    assert (done["group_id"], done["partition"], done["seq"]) == (None, None, 0)
+
+
+def test_a_json_line_is_compact_and_keeps_the_field_order():
+    from groupcoord.core import trace
+
+    record = {"v": 2, "group_id": None, "partition": 1, "seq": 0, "ts_ms": 5, "dir": "in", "type": "X", "data": {"b": 1, "a": [1, 2]}}
+    assert trace.to_json_line(record) == ('{"v":2,"group_id":null,"partition":1,"seq":0,"ts_ms":5,"dir":"in",'
+                                          '"type":"X","data":{"b":1,"a":[1,2]}}')
+
+
+@pytest.mark.parametrize("line, message", [
+    ("[1]", "<trace>: a record is an object"),
+    ('{"v": 2, "group_id": null, "partition": 0, "seq": 0, "ts_ms": 0, "dir": "up", "type": "X", "data": {}}',
+     "<trace>: dir must be 'in' or 'out'"),
+    ('{"v": 2, "group_id": null, "partition": 0, "seq": "0", "ts_ms": 0, "dir": "in", "type": "LoadPartition", "data": {}}',
+     "<trace>: seq and ts_ms must be integers"),
+    ('{"v": 2, "group_id": null, "partition": 0, "seq": 0, "ts_ms": 0.5, "dir": "in", "type": "LoadPartition", "data": {}}',
+     "<trace>: seq and ts_ms must be integers"),
+    ("{", "<trace>: not JSON"),
+])
+def test_bad_lines_are_refused_naming_where(line, message):
+    from groupcoord.core import trace
+
+    with pytest.raises(trace.TraceError) as e:
+        trace.parse_record(line)
+    assert str(e.value).startswith(message)
+    with pytest.raises(trace.TraceError) as e:
+        list(trace.read_lines(["", line]))
+    assert str(e.value).startswith(message.replace("<trace>", "<trace>:2"))
+
+
+def test_a_bad_value_is_refused_naming_where():
+    from groupcoord.core import trace
+
+    with pytest.raises(trace.TraceError, match=r"^<trace>: unknown type 'Nope'$"):
+        trace.value_of({"type": "Nope", "data": {}})
+
+
+def test_a_value_without_a_group_or_partition_of_the_right_type_has_none():
+    from types import SimpleNamespace
+
+    from groupcoord.core.trace import group_of, partition_of
+
+    assert group_of(SimpleNamespace(group_id=5)) is None
+    assert group_of(SimpleNamespace(group_id=None, key=SimpleNamespace(group_id=b"g"))) is None
+    assert partition_of(SimpleNamespace(partition="0", key=SimpleNamespace(partition=1))) == 1
+    assert partition_of(SimpleNamespace(partition="0")) is None
