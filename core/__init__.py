@@ -6,6 +6,9 @@ See spec/contract.md.
 """
 
 from . import commands, continuations, events
+from .classic.draft import assemble_group
+from .classic.model import Group, Member, Parked
+from .classic.states import LEGAL_PREVIOUS, GroupState
 from .commands import (
     CancelPartitionTimers,
     CancelTimer,
@@ -15,12 +18,9 @@ from .commands import (
 )
 from .config import ConfigError, CoordinatorConfig
 from .coordinator import Coordinator, CoordinatorFailed, CoordinatorState
-from .classic.draft import assemble_group
 from .errors import Error
-from .classic.model import Group, Member, Parked
 from .offsets import OffsetEntry
 from .partitioning import java_string_hash, partition_for
-from .classic.states import LEGAL_PREVIOUS, GroupState
 from .writes import PendingWrite
 
 __all__ = [

@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from . import events as ev
+from .classic.states import DEAD
 from .commands import Coordinator as CoordinatorEndpoint
 from .commands import DescribedGroup, DescribeGroupsResponse, FindCoordinatorResponse, ListGroupsResponse
-from .classic.states import DEAD
 from .config import CoordinatorConfig
 from .errors import Error
 from .partitioning import ACTIVE, LOADING

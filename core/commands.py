@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-
-from .frozen import frozen
-
 from .errors import Error
+from .frozen import frozen
 
 # --- commands ---------------------------------------------------------------------------
 

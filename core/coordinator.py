@@ -32,6 +32,9 @@ import attrs
 from . import admin, after_write
 from . import events as ev
 from . import offsets as offset_ops
+from .classic.machine import Delete, GroupMachine, Rebalance, Unload, Written
+from .classic.model import Group
+from .classic.states import DEAD, EMPTY
 from .commands import (
     CancelPartitionTimers,
     DeletableGroupResult,
@@ -46,9 +49,6 @@ from .commands import (
     Respond,
     SyncTimer,
 )
-from .classic.machine import Delete, GroupMachine, Rebalance, Unload, Written
-from .classic.model import Group
-from .classic.states import DEAD, EMPTY
 from .config import CoordinatorConfig
 from .context import Context, Records
 from .continuations import (

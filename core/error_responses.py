@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import events as ev
+from .commands import Coordinator as CoordinatorEndpoint
 from .commands import (
     DeletableGroupResult,
     DeleteGroupsResponse,
@@ -21,7 +22,6 @@ from .commands import (
     SyncGroupResponse,
     TopicResult,
 )
-from .commands import Coordinator as CoordinatorEndpoint
 from .errors import Error
 
 

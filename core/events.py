@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-
-from .frozen import frozen
-
 from .errors import Error
+from .frozen import frozen
 
 
 @frozen(kw_only=True)

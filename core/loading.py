@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from .commands import GroupMetadataRecord, GroupTombstone, OffsetCommitRecord, OffsetTombstone
 from .classic.draft import assemble_group
 from .classic.model import Group, Member
 from .classic.states import EMPTY, STABLE
+from .commands import GroupMetadataRecord, GroupTombstone, OffsetCommitRecord, OffsetTombstone
 from .offsets import OffsetEntry
 
 

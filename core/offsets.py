@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import events as ev
+from .classic.model import MemberError, validate_member
+from .classic.states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from .commands import (
     ExpirationTimer,
     FetchedGroup,
@@ -23,14 +25,12 @@ from .commands import (
     PartitionResult,
     TopicResult,
 )
+from .config import CoordinatorConfig
 from .context import Context, Records
 from .continuations import RestoreGroup, UndoOffsets
-from .config import CoordinatorConfig
 from .error_responses import error_response
 from .errors import Error
 from .frozen import frozen
-from .classic.model import MemberError, validate_member
-from .classic.states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 NONE = Error.NONE
 

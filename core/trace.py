@@ -26,8 +26,8 @@ import attrs
 
 from . import commands as cmd
 from . import events as ev
-from .errors import Error
 from .classic.model import Parked
+from .errors import Error
 
 VERSION = 2  # 2: timer keys and the initial-delay payload are typed values, not tuples
 FIELDS = ("v", "group_id", "partition", "seq", "ts_ms", "dir", "type", "data")

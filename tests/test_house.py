@@ -14,11 +14,11 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from paths import ROOT
 
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 MYPY = Path(sys.executable).parent / "mypy"
+RUFF = Path(sys.executable).parent / "ruff"
 # Folder -> import name (pyproject.toml's package-dir); the longest folder a module is under wins.
 PACKAGES = {"core": "groupcoord.core", "adapters/testing": "groupcoord.testing", "adapters": "groupcoord.adapters"}
 WINGS = sorted(p.name for p in (ROOT / "adapters").iterdir() if (p / "__init__.py").exists())
@@ -257,3 +257,19 @@ def test_operator_commands_load_no_lab_wing():
     loaded = json.loads(proc.stdout.splitlines()[-1])
     assert set(loaded) == {" ".join(c) for c in commands}
     assert {command: lab for command, lab in loaded.items() if lab} == {}
+
+
+def test_ruff_finds_nothing_in_the_tree():
+    """pyproject.toml's [tool.ruff] rules (pyflakes, import order, pycodestyle's E4/E7/E9, and no
+    ``# noqa`` that suppresses nothing) over every Python file of the repository."""
+    result = subprocess.run([str(RUFF), "check", "--no-cache", "--output-format", "concise", "."], cwd=ROOT,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-2000:]
+
+
+def test_ruff_catches_a_planted_undefined_name(tmp_path):
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    (tmp_path / "m.py").write_text("def f():\n    return undefined_name  # noqa: E501\n")
+    result = subprocess.run([str(RUFF), "check", "--no-cache", "--output-format", "concise", "."], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 1 and "F821" in result.stdout and "RUF100" in result.stdout, result.stdout

@@ -13,6 +13,9 @@ import statistics
 import time
 from collections import deque
 
+from groupcoord.adapters.bench.step_values import StepValues, builders_by_kind, run_builders
+from groupcoord.adapters.protocol.translate import request_event
+from groupcoord.adapters.runtime.driver import Driver
 from groupcoord.core import events as ev
 from groupcoord.core.commands import (
     HeartbeatTimer,
@@ -30,9 +33,6 @@ from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
 from groupcoord.core.offsets import OffsetEntry
 from groupcoord.core.writes import PendingWrite
-from groupcoord.adapters.bench.step_values import StepValues, builders_by_kind, run_builders
-from groupcoord.adapters.runtime.driver import Driver
-from groupcoord.adapters.protocol.translate import request_event
 
 CONFIG = CoordinatorConfig(group_initial_rebalance_delay_ms=0, offsets_topic_num_partitions=1)
 SESSION_MS = 30_000
@@ -284,7 +284,13 @@ def trace_inputs(trace: str, sample_records: int | None = None) -> tuple[Coordin
     ``sample_records`` records (all of them when None); returns (config, inputs, records read)."""
     from groupcoord.adapters.replay.partition import json_loader
     from groupcoord.adapters.traces.records import decode_event
-    from groupcoord.adapters.traces.trace_files import TraceError, coordinator_config, iter_batches, read_manifest, trace_files
+    from groupcoord.adapters.traces.trace_files import (
+        TraceError,
+        coordinator_config,
+        iter_batches,
+        read_manifest,
+        trace_files,
+    )
 
     meta = read_manifest(trace)
     if meta.get("scope") != "group" or meta.get("groups_span_files", True):

@@ -31,7 +31,6 @@ import os
 import resource
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import tempfile
@@ -39,13 +38,12 @@ import threading
 import time
 from array import array
 from collections import Counter, deque
-from pathlib import Path
 from typing import Any, Callable
 
-from groupcoord.adapters.bench.server import TOPIC_PARTITIONS, wait_port, form_group, stop_process
+from groupcoord.adapters.bench.rows import print_json_rows
+from groupcoord.adapters.bench.server import TOPIC_PARTITIONS, form_group, stop_process, wait_port
 from groupcoord.adapters.client.kafka_client import KafkaClient, error_name
 from groupcoord.adapters.protocol import codec as kc
-from groupcoord.adapters.bench.rows import print_json_rows
 from groupcoord.adapters.wire.collector import GcPauses, settle_collector, unsettle_collector
 
 HEARTBEAT_VERSION = 3  # non-flexible: the error code sits at a fixed place in the answer

@@ -28,7 +28,6 @@ import signal
 import sys
 import time
 
-from groupcoord.core.config import CoordinatorConfig
 from groupcoord.adapters.bench.core import bench_heartbeat
 from groupcoord.adapters.storage.memory import MemoryStorage
 from groupcoord.adapters.wire import broker_apis as apis
@@ -36,6 +35,7 @@ from groupcoord.adapters.wire.collector import GcPauses, settle_collector
 from groupcoord.adapters.wire.log import Log
 from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.wire.server import GroupServer
+from groupcoord.core.config import CoordinatorConfig
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 CORE_STEP_HEARTBEATS = 200_000

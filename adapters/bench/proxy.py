@@ -22,10 +22,10 @@ import sys
 import tempfile
 import time
 
+from groupcoord.adapters.bench.rows import print_json_rows
 from groupcoord.adapters.bench.server import HEARTBEAT_VERSION, Target, form_group, free_port, start_groupcoord
 from groupcoord.adapters.client.kafka_client import KafkaClient
 from groupcoord.adapters.protocol import codec
-from groupcoord.adapters.bench.rows import print_json_rows
 
 CONNECTIONS = 4
 BLOCKS = 4  # latency blocks per way, interleaved

@@ -26,10 +26,10 @@ import sys
 import time
 from pathlib import Path
 
-from groupcoord.core.classic.subscription import encode_assignment, encode_subscription
-from groupcoord.adapters.protocol import codec as kc
-from groupcoord.adapters.client.kafka_client import KafkaClient
 from groupcoord.adapters.bench.rows import print_json_rows
+from groupcoord.adapters.client.kafka_client import KafkaClient
+from groupcoord.adapters.protocol import codec as kc
+from groupcoord.core.classic.subscription import encode_assignment, encode_subscription
 
 SESSION_MS = 6000  # Kafka's default group.min.session.timeout.ms; Tansu holds a join for half of it
 TOPIC_PARTITIONS = 100

@@ -30,14 +30,13 @@ import time
 from pathlib import Path
 from typing import Awaitable, Callable
 
+from groupcoord.adapters.bench.rows import print_json_rows
+from groupcoord.adapters.bench.server import free_port, stop_process, tansu_binary
+from groupcoord.adapters.client.kafka_client import KafkaClient
 from groupcoord.core.commands import GroupMetadataRecord, MemberRecord, OffsetCommitRecord
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator, partition_for
 from groupcoord.core.events import LoadPartition
-
-from groupcoord.adapters.client.kafka_client import KafkaClient
-from groupcoord.adapters.bench.server import free_port, stop_process, tansu_binary
-from groupcoord.adapters.bench.rows import print_json_rows
 
 PARTITIONS = 50
 TOPIC_PARTITIONS = 100
@@ -169,14 +168,14 @@ def _write_and_reload_rows(store: str, groups: int, offsets: int, open_writer: C
     back (``open_reader``) and loading it through the core cost (``_reload``)."""
     data = _dataset(groups, offsets)
 
-    async def fill():
+    async def fill(data: dict) -> float:
         storage = await open_writer()
         started = time.perf_counter()
         await _fill(storage, data)
         await storage.close()
         return time.perf_counter() - started
 
-    rows.append((f"{store}_write_records_per_s", sum(len(v) for v in data.values()) / asyncio.run(fill()), "1/s"))
+    rows.append((f"{store}_write_records_per_s", sum(len(v) for v in data.values()) / asyncio.run(fill(data)), "1/s"))
     del data
 
     async def reload():

@@ -14,14 +14,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from groupcoord.core.config import CoordinatorConfig
-from groupcoord.adapters.traces.trace_files import coordinator_config, read_manifest
 from groupcoord.adapters.sim.simulator import simulate
+from groupcoord.adapters.traces.trace_files import coordinator_config, read_manifest
 from groupcoord.adapters.verify.from_core import observe
 from groupcoord.adapters.verify.from_trace import observed_pairs
 from groupcoord.adapters.verify.observed import dump, split
 from groupcoord.adapters.verify.run import verify_plain, verify_spark
 from groupcoord.adapters.verify.search import Settings, verify_group
+from groupcoord.core.config import CoordinatorConfig
 
 CONFIG = CoordinatorConfig(offsets_topic_num_partitions=1)
 PROTOCOLS = [{"name": "range", "metadata": b"\x00\x01"}]

@@ -25,6 +25,8 @@ from groupcoord.adapters.checks.invariants import (
     violation,
 )
 from groupcoord.core import events as ev
+from groupcoord.core.classic.model import Group, Member
+from groupcoord.core.classic.states import COMPLETING_REBALANCE, DEAD, EMPTY, STABLE
 from groupcoord.core.commands import (
     GroupMetadataRecord,
     JoinGroupResponse,
@@ -33,9 +35,6 @@ from groupcoord.core.commands import (
     Write,
 )
 from groupcoord.core.errors import Error
-from groupcoord.core.classic.model import Group, Member
-from groupcoord.core.classic.states import COMPLETING_REBALANCE, DEAD, EMPTY, STABLE
-
 
 # ------------------------------------------------------------------ check_commands
 

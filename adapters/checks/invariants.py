@@ -21,19 +21,26 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping
 
 from groupcoord.core import events as ev
+from groupcoord.core.classic.model import Group
+from groupcoord.core.classic.states import (
+    COMPLETING_REBALANCE,
+    DEAD,
+    EMPTY,
+    LEGAL_PREVIOUS,
+    PREPARING_REBALANCE,
+    STABLE,
+)
 from groupcoord.core.commands import (
     HeartbeatResponse,
+    HeartbeatTimer,
     JoinGroupResponse,
+    JoinTimer,
     LeaveGroupResponse,
     OffsetCommitResponse,
-    HeartbeatTimer,
-    JoinTimer,
     SyncGroupResponse,
     SyncTimer,
 )
 from groupcoord.core.errors import Error
-from groupcoord.core.classic.model import Group
-from groupcoord.core.classic.states import COMPLETING_REBALANCE, DEAD, EMPTY, LEGAL_PREVIOUS, PREPARING_REBALANCE, STABLE
 
 INVARIANTS: dict[str, str] = {}
 

@@ -34,13 +34,13 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from groupcoord.core import events as ev
-from groupcoord.core.commands import GroupMetadataRecord, GroupTombstone, JoinGroupResponse, Respond, Write
-from groupcoord.core.errors import Error
-from groupcoord.adapters.checks.invariants import violation  # one message format for every check
 from groupcoord.adapters.checks.invariants import valid_member as _valid
+from groupcoord.adapters.checks.invariants import violation  # one message format for every check
+from groupcoord.core import events as ev
 from groupcoord.core.classic.model import Group
 from groupcoord.core.classic.states import EMPTY
+from groupcoord.core.commands import GroupMetadataRecord, GroupTombstone, JoinGroupResponse, Respond, Write
+from groupcoord.core.errors import Error
 
 CHECKS: dict[str, str] = {}
 

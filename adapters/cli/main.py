@@ -52,11 +52,10 @@ def quiet_on_broken_pipe(command, argv) -> int:
 
 def build_parser() -> Parser:
     """The whole command tree (tests walk it: every command has its bad-input cases)."""
-    from groupcoord.adapters.cli.serve import add_server_commands
-
-    from groupcoord.adapters.traces import progress
-
     from importlib.metadata import version
+
+    from groupcoord.adapters.cli.serve import add_server_commands
+    from groupcoord.adapters.traces import progress
 
     parser = Parser(prog="groupcoord", description="Kafka's classic group coordinator.")
     parser.add_argument("--version", action="version", version=f"groupcoord {version('groupcoord')}")

@@ -15,8 +15,7 @@ from pathlib import Path
 
 from groupcoord.adapters.cli import parsing
 from groupcoord.adapters.cli.parsing import fail
-from groupcoord.adapters.cli.verify import (add_kafka_setting_flags, add_known_flag, config_from_args,
-                                            read_known_flag)
+from groupcoord.adapters.cli.verify import add_kafka_setting_flags, add_known_flag, config_from_args, read_known_flag
 from groupcoord.adapters.traces import progress
 from groupcoord.adapters.traces.stopping import written
 from groupcoord.core.config import ConfigError

@@ -13,7 +13,6 @@ import asyncio
 import signal
 import socket
 import sys
-from pathlib import Path
 
 from groupcoord.adapters.cli import parsing, stopping
 from groupcoord.adapters.cli.extras import needs

@@ -16,14 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from groupcoord.core.config import ConfigError
-
-from groupcoord.adapters.storage.interface import StorageOpenError
-
 from groupcoord.adapters.cli import parsing, stopping
 from groupcoord.adapters.cli.parsing import Parser, fail
-
+from groupcoord.adapters.storage.interface import StorageOpenError
 from groupcoord.adapters.wire.settings import KNOWN_NAMES, read_settings
+from groupcoord.core.config import ConfigError
 
 # The protocol modules (kio) are imported when a command runs, so that adding these commands to
 # the ``groupcoord`` parser costs nothing for the other commands.
@@ -212,10 +209,10 @@ def _check_writable(path: str, flag: str, kind: str) -> None:
 def build_server(args: argparse.Namespace, log: Any) -> "Any":
     """The server ``serve`` runs. Every setting is checked (ConfigError) before the store is
     opened, so a refused start writes nothing."""
+    from groupcoord.adapters.storage.memory import MemoryStorage
     from groupcoord.adapters.wire.listener import listen_problem
     from groupcoord.adapters.wire.options import ServerOptions
     from groupcoord.adapters.wire.server import GroupServer
-    from groupcoord.adapters.storage.memory import MemoryStorage
 
     settings: dict[str, str] = {}
     topics: list[str] = []

@@ -14,9 +14,9 @@ import attrs
 
 from groupcoord.adapters.cli import parsing
 from groupcoord.adapters.cli.parsing import fail
-from groupcoord.adapters.traces import progress
 from groupcoord.adapters.tla import mutants
 from groupcoord.adapters.tla.run import TLA_DIR, TlaSetupError, check_setup, run_tlc, workers_for_machine
+from groupcoord.adapters.traces import progress
 
 # The spec's actions (one per input event) and how an event names them.
 ACTIONS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DeleteGroups", "OffsetCommit", "OffsetFetch",
@@ -278,8 +278,8 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
     """``write_docs``: a run of the whole catalogue records its outcome in tla/measured.json and
     rewrites tla/README.md's mutant table from it. ``graph``: MCGraph's state graph as a passing
     ``run_check`` kept it (else TLC dumps it again here)."""
-    from groupcoord.adapters.tla import docs, trace_check, trace_sources
     from groupcoord.adapters.scenarios.runner import run_file, scenario_files
+    from groupcoord.adapters.tla import docs, trace_check, trace_sources
     from groupcoord.adapters.tla.mutants import MUTANTS, Catch, only_property, run_mutants, violated_property
 
     if write_docs and names:
@@ -329,7 +329,7 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
         def trace(m):
             try:
                 scenario, hypo, left_out = validation_traces()  # recorded through the mutated core
-            except Exception as e:  # noqa: BLE001 - the mutated core raised while recording
+            except Exception as e:
                 return Catch("trace", "the core raised while recording a trace", None, f"{type(e).__name__}: {e}",
                              crash=True)
             failing = trace_sources.reasons(left_out).get(trace_sources.SCENARIO_FAILS, [])
@@ -461,10 +461,9 @@ def run_validate(path: str, group_id: str | None = None, out=print, prog: str = 
     one as its run ends (a progress bar on stderr meanwhile); the last line counts them. 0 when
     nothing checked is rejected and something was checked, 1 when a unit is rejected, 2 when
     nothing could be checked (or the trace cannot be read)."""
-    from groupcoord.core.trace import TraceError
-
-    from groupcoord.adapters.traces.progress import Progress
     from groupcoord.adapters.tla import trace_check, trace_sources
+    from groupcoord.adapters.traces.progress import Progress
+    from groupcoord.core.trace import TraceError
 
     if not Path(path).exists():
         return fail(prog, f"{path}: no such file or directory")

@@ -37,12 +37,12 @@ from groupcoord.adapters.client.assignor_base import (
     AssignorError,
     member_order,
 )
+from groupcoord.adapters.client.java_order import java_key, java_order, tp_key
 from groupcoord.adapters.client.sticky import (
     CooperativeStickyAssignor,
     StickyAssignor,
     assignment_delay,
 )
-from groupcoord.adapters.client.java_order import java_key, java_order, tp_key
 from groupcoord.core.classic.subscription import (
     DEFAULT_GENERATION,
     Assignment,

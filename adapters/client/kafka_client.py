@@ -13,9 +13,8 @@ import asyncio
 import struct
 from typing import Any
 
-from groupcoord.adapters.protocol import schema
-
 from groupcoord.adapters.protocol import codec as kc
+from groupcoord.adapters.protocol import schema
 
 # Versions this client can build: the coordinator's APIs as the core schema knows them, the
 # rest as kio knows them (only the fields used here are filled in).

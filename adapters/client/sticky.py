@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import struct
 
-
 from groupcoord.adapters.client.assignor_base import COOPERATIVE, EAGER, Assignor, AssignorError
-from groupcoord.adapters.client.sticky_general import GeneralAssignment, all_but_ordered, list_remove
 from groupcoord.adapters.client.java_order import java_key, java_order, tp_key
+from groupcoord.adapters.client.sticky_general import GeneralAssignment, all_but_ordered, list_remove
 from groupcoord.core.classic.subscription import (
     DEFAULT_GENERATION,
     Assignment,

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from groupcoord.adapters.protocol.translate import response_fields
+from groupcoord.adapters.scenarios.runner import Result, Runner, run_steps
+from groupcoord.adapters.verify.observed import Obs, to_json
 from groupcoord.core.commands import Respond
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.adapters.scenarios.runner import Result, Runner, run_steps
-from groupcoord.adapters.protocol.translate import response_fields
-from groupcoord.adapters.verify.observed import Obs, to_json
 
 
 class _Observing(Runner):

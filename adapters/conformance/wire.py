@@ -19,21 +19,27 @@ import select
 import socket
 import struct
 from pathlib import Path
-from typing import Any, Callable
-
-from groupcoord.adapters.protocol import schema
-from groupcoord.core.config import CoordinatorConfig
-from groupcoord.core.errors import Error
+from typing import Callable
 
 from groupcoord.adapters.protocol import codec as kc
+from groupcoord.adapters.protocol import schema
+from groupcoord.adapters.scenarios.runner import (
+    Result,
+    Runner,
+    ScenarioFailure,
+    hexed,
+    read_scenario,
+    run_steps,
+    scenario_config,
+)
+from groupcoord.adapters.storage.memory import MemoryStorage
 from groupcoord.adapters.wire.broker_apis import TopicCatalog
-from groupcoord.adapters.scenarios.runner import (Result, ScenarioFailure, hexed, Runner, read_scenario, run_steps,
-                          scenario_config)
 from groupcoord.adapters.wire.clock import ManualClock
 from groupcoord.adapters.wire.loop_thread import LoopThread
 from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.wire.server import GroupServer
-from groupcoord.adapters.storage.memory import MemoryStorage
+from groupcoord.core.config import CoordinatorConfig
+from groupcoord.core.errors import Error
 
 _WAIT_S = 5.0
 

@@ -16,8 +16,14 @@ import asyncio
 import time
 from typing import Any, Protocol
 
-from groupcoord.adapters.observe.pairing import (MalformedFrame, Pending, correlation_id_of, decode_response,
-                                                 note_request, pair_record)
+from groupcoord.adapters.observe.pairing import (
+    MalformedFrame,
+    Pending,
+    correlation_id_of,
+    decode_response,
+    note_request,
+    pair_record,
+)
 from groupcoord.adapters.observe.rewrite import REWRITTEN, Advertise, rewrite
 from groupcoord.adapters.observe.trace import undecodable_text
 from groupcoord.adapters.protocol import codec

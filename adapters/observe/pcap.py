@@ -17,8 +17,14 @@ from typing import Iterator
 
 import dpkt
 
-from groupcoord.adapters.observe.pairing import (MalformedFrame, Pending, correlation_id_of, decode_response,
-                                                 note_request, pair_record)
+from groupcoord.adapters.observe.pairing import (
+    MalformedFrame,
+    Pending,
+    correlation_id_of,
+    decode_response,
+    note_request,
+    pair_record,
+)
 from groupcoord.adapters.observe.trace import undecodable_text
 from groupcoord.adapters.protocol import codec
 
@@ -147,7 +153,7 @@ class CaptureReader:
 
     def _segments(self) -> Iterator[tuple[int, str, str, dpkt.tcp.TCP]]:
         try:
-            f = open(self.path, "rb")  # noqa: SIM115 - closed below
+            f = open(self.path, "rb")
         except OSError as e:
             raise CaptureError(f"{self.path}: {e.strerror or e}") from None
         with f:

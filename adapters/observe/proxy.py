@@ -72,7 +72,7 @@ class RecordingProxy:
             self._links.add(task)
             try:
                 await Link(number, broker, reader, writer, self).run()
-            except Exception as e:  # noqa: BLE001 - one connection's bug must not stop the proxy
+            except Exception as e:
                 self.log(f"connection {number}: closed on an unexpected {type(e).__name__}: {e}")
                 writer.close()
             finally:

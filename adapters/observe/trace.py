@@ -75,7 +75,7 @@ class ObservedWriter:
         for name in (JSONL, PARQUET, JOURNAL):
             (self.dir / name).unlink(missing_ok=True)
         self.path = self.dir / (JSONL if fmt == "jsonl" else JOURNAL)
-        self._file = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        self._file = open(self.path, "w", encoding="utf-8")
         self.count = 0
 
     def write(self, record: dict) -> None:
@@ -92,7 +92,6 @@ class ObservedWriter:
         if self.fmt == "jsonl":
             return self.path
         from groupcoord.adapters.observe.parquet import write_parquet
-
         from groupcoord.adapters.traces.stopping import written
 
         target = self.dir / PARQUET

@@ -13,8 +13,8 @@ from typing import Any
 
 import attrs
 
-from groupcoord.core import events as ev
 from groupcoord.adapters.protocol import schema
+from groupcoord.core import events as ev
 from groupcoord.core.commands import (
     FindCoordinatorResponse,
     LeaveGroupResponse,

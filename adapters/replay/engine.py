@@ -31,17 +31,9 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-
-from groupcoord.core import commands as cmd
-from groupcoord.core import events as ev
 from groupcoord.adapters.checks import emitted
 from groupcoord.adapters.checks import invariants as inv
-from groupcoord.core import trace
 from groupcoord.adapters.checks import trace_checks as tc
-from groupcoord.core.commands import CancelPartitionTimers, CancelTimer, Respond, SetTimer, Write
-from groupcoord.core.config import CoordinatorConfig
-from groupcoord.core.coordinator import Coordinator, partition_for
-from groupcoord.core.timers import TimerTable
 from groupcoord.adapters.replay.findings import (
     CONTRACT,
     DIVERGENCE,
@@ -65,6 +57,13 @@ from groupcoord.adapters.traces.records import (
     plain_default,
     same_data,
 )
+from groupcoord.core import commands as cmd
+from groupcoord.core import events as ev
+from groupcoord.core import trace
+from groupcoord.core.commands import CancelPartitionTimers, CancelTimer, Respond, SetTimer, Write
+from groupcoord.core.config import CoordinatorConfig
+from groupcoord.core.coordinator import Coordinator, partition_for
+from groupcoord.core.timers import TimerTable
 
 # ------------------------------------------------------------------ replaying one unit
 

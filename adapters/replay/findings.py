@@ -7,8 +7,6 @@ import attrs
 
 from groupcoord.adapters.traces.records import MAX_VALUE_CHARS
 
-
-
 DIVERGENCE, VIOLATION, CONTRACT, SEQUENCE, TIME, MALFORMED = (
     "divergence", "violation", "contract", "sequence", "time", "malformed")
 

@@ -46,11 +46,11 @@ def run(args, prog: str = "replay_job") -> int:
     """The command: inputs checked first (one line on stderr, ``<prog>: error: ...``, and exit 2
     on a problem, before Spark starts), a line on stderr at once, a progress bar per long stage,
     the summary last on stdout."""
-    from groupcoord.adapters.traces import progress as shown
     from groupcoord.adapters.replay.partition import check_trace
     from groupcoord.adapters.replay.plain_job import plain_replay
     from groupcoord.adapters.replay.report import default_report, format_report, report_dir, report_written
     from groupcoord.adapters.replay.spark_job import spark_replay
+    from groupcoord.adapters.traces import progress as shown
     from groupcoord.adapters.traces.spark_session import StageProgress, spark_session, stopped_after
     from groupcoord.adapters.traces.trace_files import TraceError
 

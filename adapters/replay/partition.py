@@ -69,8 +69,8 @@ class PartitionReplay:
     replayer_class = None  # StreamReplayer unless a measurement swaps in its own (phases.py)
 
     def __init__(self, options: dict, file_names: list[str] | None = None) -> None:
-        from groupcoord.core.config import CoordinatorConfig
         from groupcoord.adapters.replay.stream import StreamReplayer
+        from groupcoord.core.config import CoordinatorConfig
 
         config = CoordinatorConfig.from_kafka(options.get("config") or {})
         self.replayer = (self.replayer_class or StreamReplayer)(config, outputs=options.get("outputs", True),

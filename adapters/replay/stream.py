@@ -12,7 +12,6 @@ from groupcoord.adapters.traces.records import GROUP, INSTANCE, dumps_compact, j
 from groupcoord.core.config import CoordinatorConfig
 
 
-
 class StreamReplayer:
     """Replays consecutive units from column batches sorted by (group_id, seq) (group scope)
     or in written order per recording (instance scope: ``unit_keys`` names the recording).

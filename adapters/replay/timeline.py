@@ -26,14 +26,14 @@ from pathlib import Path
 
 import attrs
 
+from groupcoord.adapters.replay.engine import starts_instance
+from groupcoord.adapters.traces.records import decode_event
+from groupcoord.adapters.traces.stopping import written
 from groupcoord.core import events as ev
 from groupcoord.core.classic.subscription import ConsumerProtocolError, decode_assignment
 from groupcoord.core.commands import HeartbeatTimer, JoinGroupResponse, LeaveGroupResponse, Respond
 from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
-from groupcoord.adapters.replay.engine import starts_instance
-from groupcoord.adapters.traces.records import decode_event
-from groupcoord.adapters.traces.stopping import written
 
 STATE_COLORS = {"Empty": "#c8c8c8", "PreparingRebalance": "#f4a259", "CompletingRebalance": "#f6d55c",
                 "Stable": "#5bb381", "Dead": "#333333", "absent": "#ffffff"}

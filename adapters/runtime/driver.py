@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from groupcoord.core import events as ev
+from groupcoord.adapters.protocol.translate import request_event
+from groupcoord.adapters.runtime.runner import CommandRunner
 from groupcoord.adapters.storage.memory import MemoryStorage
+from groupcoord.core import events as ev
 from groupcoord.core.commands import Write
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
-from groupcoord.adapters.protocol.translate import request_event
-from groupcoord.adapters.runtime.runner import CommandRunner
 
 
 class Driver:

@@ -14,10 +14,10 @@ from typing import Any, Callable, Iterable
 import attrs
 
 from groupcoord.adapters.protocol import schema
-from groupcoord.core.config import ConfigError, CoordinatorConfig
-from groupcoord.adapters.runtime.driver import Driver
-from groupcoord.core.errors import Error
 from groupcoord.adapters.protocol.translate import request_event, response_fields
+from groupcoord.adapters.runtime.driver import Driver
+from groupcoord.core.config import ConfigError, CoordinatorConfig
+from groupcoord.core.errors import Error
 
 # The format's defaults are Kafka's; "one offsets partition holds them all".
 SCENARIO_BASE_CONFIG = CoordinatorConfig(offsets_topic_num_partitions=1)

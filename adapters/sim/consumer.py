@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from groupcoord.core import events as ev
 from groupcoord.adapters.client.assignors import (
     COOPERATIVE,
     AssignorError,
@@ -22,6 +21,7 @@ from groupcoord.adapters.client.assignors import (
     on_assignment,
     rebalance_protocol,
 )
+from groupcoord.core import events as ev
 from groupcoord.core.commands import FindCoordinatorResponse
 from groupcoord.core.errors import Error
 

@@ -6,12 +6,11 @@ response and state change. Until the wire server exists this is the README's mai
 
 from __future__ import annotations
 
-
-from groupcoord.core.config import CoordinatorConfig
-from groupcoord.core.classic.subscription import encode_assignment, encode_subscription
-from groupcoord.adapters.runtime.driver import Driver
-from groupcoord.core.errors import Error
 from groupcoord.adapters.protocol.translate import request_event
+from groupcoord.adapters.runtime.driver import Driver
+from groupcoord.core.classic.subscription import encode_assignment, encode_subscription
+from groupcoord.core.config import CoordinatorConfig
+from groupcoord.core.errors import Error
 
 TOPIC = "orders"
 SESSION_MS, REBALANCE_MS = 10_000, 30_000

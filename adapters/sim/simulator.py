@@ -20,12 +20,12 @@ import os
 import time
 from pathlib import Path
 
-from groupcoord.core.config import CoordinatorConfig
-from groupcoord.adapters.traces.records import TraceColumns
-from groupcoord.adapters.traces.progress import Progress
-from groupcoord.adapters.traces.stopping import pool_results, worker_pool, written
 from groupcoord.adapters.sim.report import summarize
 from groupcoord.adapters.sim.workload import GroupSpec, simulate_group
+from groupcoord.adapters.traces.progress import Progress
+from groupcoord.adapters.traces.records import TraceColumns
+from groupcoord.adapters.traces.stopping import pool_results, worker_pool, written
+from groupcoord.core.config import CoordinatorConfig
 
 SUMMARY = "summary.json"
 SIM_CONFIG = CoordinatorConfig(offsets_retention_minutes=2, offsets_retention_check_interval_ms=60_000)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import random
 
-from groupcoord.core.config import CoordinatorConfig
-from groupcoord.adapters.traces.records import TraceColumns
 from groupcoord.adapters.sim.consumer import Consumer
 from groupcoord.adapters.sim.world import GroupWorld
+from groupcoord.adapters.traces.records import TraceColumns
+from groupcoord.core.config import CoordinatorConfig
 
 STRATEGIES = ("range", "roundrobin", "sticky", "cooperative-sticky")
 

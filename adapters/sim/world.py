@@ -10,16 +10,16 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING, Any, Callable
 
-from groupcoord.core import events as ev
 from groupcoord.adapters.client.assignors import AssignorError, decode_assignment
+from groupcoord.adapters.runtime.runner import CommandRunner
+from groupcoord.adapters.runtime.timers import TimerTable
+from groupcoord.adapters.traces.records import GroupRecorder, TraceColumns
+from groupcoord.core import events as ev
+from groupcoord.core.classic.states import STABLE
 from groupcoord.core.commands import GroupMetadataRecord, Write
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator, partition_for
 from groupcoord.core.errors import Error
-from groupcoord.adapters.traces.records import GroupRecorder, TraceColumns
-from groupcoord.core.classic.states import STABLE
-from groupcoord.adapters.runtime.runner import CommandRunner
-from groupcoord.adapters.runtime.timers import TimerTable
 
 if TYPE_CHECKING:
     from groupcoord.adapters.sim.consumer import Consumer

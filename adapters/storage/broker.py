@@ -37,13 +37,11 @@ import time
 from collections import deque
 from typing import Any, Callable
 
+from groupcoord.adapters.client.kafka_client import KafkaClient, KafkaError, cancel_and_wait, parse_bootstrap
+from groupcoord.adapters.storage import records as fmt
+from groupcoord.adapters.storage.interface import StorageError, StorageOpenError, compact
 from groupcoord.core.commands import GroupTombstone
 from groupcoord.core.errors import Error
-
-from groupcoord.adapters.storage import records as fmt
-from groupcoord.adapters.client.kafka_client import KafkaClient, KafkaError, cancel_and_wait, parse_bootstrap
-from groupcoord.adapters.storage.interface import StorageOpenError
-from groupcoord.adapters.storage.interface import StorageError, compact
 
 DEFAULT_TOPIC = "groupcoord-offsets"
 _PRODUCE_MAX_BYTES = 4 * 1024 * 1024  # per Produce request (several writes coalesced)
@@ -346,7 +344,6 @@ class _Producer:
             await self.client.close()
 
     async def _run(self) -> None:
-        storage = self.storage
         while True:
             await self.wake.wait()
             self.wake.clear()

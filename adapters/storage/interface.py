@@ -20,6 +20,7 @@ from typing import Any, Awaitable, Protocol
 from groupcoord.core.commands import OffsetTombstone
 from groupcoord.core.errors import Error
 
+
 class StorageError(Exception):
     """A failed write: ``error`` is the Kafka append error the core translates for clients;
     ``detail`` says what happened (for the log), ``level`` how loud the server logs it."""

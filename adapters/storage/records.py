@@ -28,8 +28,13 @@ from typing import Iterator
 
 import crc32c
 
-from groupcoord.core.commands import (GroupMetadataRecord, GroupTombstone, MemberRecord, OffsetCommitRecord,
-                                      OffsetTombstone)
+from groupcoord.core.commands import (
+    GroupMetadataRecord,
+    GroupTombstone,
+    MemberRecord,
+    OffsetCommitRecord,
+    OffsetTombstone,
+)
 
 
 class FormatError(ValueError):

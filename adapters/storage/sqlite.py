@@ -36,15 +36,13 @@ import queue
 import sqlite3
 import threading
 from pathlib import Path
-from typing import Any
-
-from groupcoord.core import trace
-from groupcoord.core.commands import GroupTombstone, OffsetTombstone
-from groupcoord.core.errors import Error
 
 from groupcoord.adapters.storage import records as fmt
 from groupcoord.adapters.storage.dirlock import DataDirLock
 from groupcoord.adapters.storage.interface import StorageError, StorageOpenError
+from groupcoord.core import trace
+from groupcoord.core.commands import GroupTombstone, OffsetTombstone
+from groupcoord.core.errors import Error
 
 SCHEMA_VERSION = 2
 DB_NAME = "groupcoord.sqlite3"

@@ -14,18 +14,20 @@ import socket
 from typing import Callable
 
 import attrs
-from hypothesis import HealthCheck, Phase, Verbosity, seed as use_seed, settings, strategies as st
+from hypothesis import HealthCheck, Phase, Verbosity, settings
+from hypothesis import seed as use_seed
+from hypothesis import strategies as st
 from hypothesis.errors import Flaky
 from hypothesis.stateful import get_state_machine_test, invariant
 
 from groupcoord.adapters.scenarios.runner import hexed
-from groupcoord.adapters.verify.findings import at_any_version, is_known, named, pointers, shown
 from groupcoord.adapters.traces.progress import Progress
+from groupcoord.adapters.verify.findings import at_any_version, is_known, named, pointers, shown
 from groupcoord.adapters.verify.run import signature_of
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.testing.machine import CoordinatorStateMachine, Divergence, Inconclusive
 from groupcoord.testing.reproduce import scenario
-from groupcoord.testing.requests import GROUP_APIS, ADMIN_APIS
+from groupcoord.testing.requests import ADMIN_APIS, GROUP_APIS
 from groupcoord.testing.systems import BrokerSystem, ConnectionClosed, Sent, Unreachable
 
 PROBED_APIS = tuple(dict.fromkeys(GROUP_APIS + ADMIN_APIS))
@@ -252,7 +254,7 @@ def _search(bootstrap: str, config: CoordinatorConfig, topics: dict[str, int], *
         seen.append(e)
 
     class Probe(machine):  # type: ignore[valid-type,misc]
-        def system(config, group_id, topics):  # noqa: N805 - the class's function, not a method
+        def system(config, group_id, topics):
             return _Watched(bootstrap, group_id, config, timer_tolerance_ms=timer_tolerance_ms, on_divergence=failed,
                             set_aside=set_aside, aside=aside)
         configs = st.just(config)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from groupcoord.adapters.scenarios.runner import Runner, hexed
 from groupcoord.adapters.protocol.translate import response_fields
+from groupcoord.adapters.scenarios.runner import Runner, hexed
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.testing.systems import Sent
 

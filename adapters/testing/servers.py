@@ -16,13 +16,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Mapping
 
-from groupcoord.core.config import ConfigError
 from groupcoord.adapters.storage.memory import MemoryStorage
 from groupcoord.adapters.wire.clock import ManualClock
 from groupcoord.adapters.wire.loop_thread import LoopThread
 from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.wire.server import GroupServer
 from groupcoord.adapters.wire.settings import KNOWN_NAMES, read_settings
+from groupcoord.core.config import ConfigError
 
 # As Kafka's own config/server.properties for development and testing: a new group's first
 # rebalance is not delayed by 3 s.

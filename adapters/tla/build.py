@@ -6,7 +6,24 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from groupcoord.adapters.tla import offsets, storage
+from groupcoord.adapters.tla.model import (
+    CLIENT,
+    CONFIG,
+    GROUP,
+    NOW_MS,
+    PARTITION,
+    REQ,
+    Alpha,
+    Ids,
+    core_timer,
+    sbytes,
+)
+from groupcoord.adapters.tla.values import MV, F, fn
+from groupcoord.core import CoordinatorState, Group, Member, Parked, PendingWrite, assemble_group
+from groupcoord.core import continuations as cont
 from groupcoord.core import events as ev
+from groupcoord.core.classic.states import GroupState
 from groupcoord.core.commands import (
     DeleteGroupsResponse,
     FetchedGroup,
@@ -26,28 +43,8 @@ from groupcoord.core.commands import (
     Respond,
     TopicResult,
 )
-from groupcoord.core import continuations as cont
 from groupcoord.core.errors import Error
-from groupcoord.core import CoordinatorState, Group, Member, Parked, PendingWrite, assemble_group
 from groupcoord.core.frozen import evolve
-from groupcoord.core.classic.states import GroupState
-
-from groupcoord.adapters.tla import offsets, storage
-from groupcoord.adapters.tla.values import F, MV, fn
-from groupcoord.adapters.tla.model import (
-    Alpha,
-    CLIENT,
-    CONFIG,
-    GROUP,
-    Ids,
-    NOW_MS,
-    PARTITION,
-    REQ,
-    core_timer,
-    sbytes,
-)
-
-
 
 
 class Built:

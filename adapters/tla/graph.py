@@ -24,10 +24,7 @@ from typing import Any
 
 import attrs
 
-from groupcoord.core.classic.states import EDGES, GroupState, edges_between
-from groupcoord.core import events as ev
-from groupcoord.core.coordinator import Coordinator
-
+from groupcoord.adapters.tla import storage
 from groupcoord.adapters.tla.build import (
     Model,
     build_core,
@@ -45,8 +42,10 @@ from groupcoord.adapters.tla.model import (
     OutOfModel,
     apply_timers,
 )
-from groupcoord.adapters.tla import storage
 from groupcoord.adapters.tla.values import F, parse, show
+from groupcoord.core import events as ev
+from groupcoord.core.classic.states import EDGES, GroupState, edges_between
+from groupcoord.core.coordinator import Coordinator
 
 _NODE = re.compile(r'^(-?\d+) \[label="(.*)"(?:,style = filled)?\];?$')
 _EDGE = re.compile(r"^(-?\d+) -> (-?\d+) \[")
@@ -278,7 +277,7 @@ def check_graph(graph: Graph, model: Model, stop_at_first: bool = False, limit: 
         produced, raised = set(), set()
         try:
             built = build_core(s, instances, model.ids)
-        except Exception as exc:  # noqa: BLE001 - a state the core cannot hold is a finding
+        except Exception as exc:
             res.unsound.append(f"state {_brief(s)}: cannot build the core state: {exc!r}")
             continue
         for e in spec_inputs(s, model):
@@ -288,7 +287,7 @@ def check_graph(graph: Graph, model: Model, stop_at_first: bool = False, limit: 
             except OutOfModel as exc:
                 res.unsound.append(f"state {_brief(s)} input {show(e, 200)}: out of the model: {exc}")
                 continue
-            except Exception as exc:  # noqa: BLE001 - a crash of the core
+            except Exception as exc:
                 res.crashed.append(f"state {_brief(s)} input {show(e, 200)}: the core raised {exc!r}")
                 raised.add(e)
                 continue

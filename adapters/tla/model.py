@@ -17,6 +17,10 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from groupcoord.adapters.tla import offsets, storage
+from groupcoord.adapters.tla.storage import EMPTY
+from groupcoord.adapters.tla.values import MV, F, OutOfModel, fn
+from groupcoord.core import CoordinatorState, Group, PendingWrite
 from groupcoord.core import events as ev
 from groupcoord.core.commands import (
     CancelPartitionTimers,
@@ -27,8 +31,8 @@ from groupcoord.core.commands import (
     GroupTombstone,
     HeartbeatResponse,
     HeartbeatTimer,
-    JoinTimer,
     JoinGroupResponse,
+    JoinTimer,
     LeaveGroupResponse,
     Respond,
     SetTimer,
@@ -46,12 +50,6 @@ from groupcoord.core.continuations import (
     RestoreGroup,
 )
 from groupcoord.core.errors import Error
-from groupcoord.core import CoordinatorState, Group, PendingWrite
-
-from groupcoord.adapters.tla import offsets
-from groupcoord.adapters.tla import storage
-from groupcoord.adapters.tla.storage import EMPTY
-from groupcoord.adapters.tla.values import F, MV, OutOfModel, fn
 
 GROUP = "g"
 PARTITION = 0

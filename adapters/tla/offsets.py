@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from groupcoord.adapters.tla.values import F, OutOfModel, fn
 from groupcoord.core import events as ev
 from groupcoord.core.commands import (
     OffsetCommitRecord,
@@ -22,8 +23,6 @@ from groupcoord.core.commands import (
 from groupcoord.core.continuations import DropSimpleGroup, UndoOffsets
 from groupcoord.core.errors import Error
 from groupcoord.core.offsets import OffsetEntry
-
-from groupcoord.adapters.tla.values import F, OutOfModel, fn
 
 OFFSET_REQUESTS = (ev.OffsetCommit, ev.OffsetFetch, ev.OffsetDelete)
 

@@ -15,11 +15,7 @@ from typing import Iterable
 
 import attrs
 
-from groupcoord.core import events as ev
-from groupcoord.core.commands import Respond
-from groupcoord.core.config import CoordinatorConfig
-from groupcoord.core.coordinator import Coordinator
-
+from groupcoord.adapters.tla import storage
 from groupcoord.adapters.tla.model import (
     PARTITION,
     Alpha,
@@ -28,9 +24,12 @@ from groupcoord.adapters.tla.model import (
     apply_timers,
     timer_key,
 )
-from groupcoord.adapters.tla import storage
 from groupcoord.adapters.tla.offsets import aged
 from groupcoord.adapters.tla.values import F
+from groupcoord.core import events as ev
+from groupcoord.core.commands import Respond
+from groupcoord.core.config import CoordinatorConfig
+from groupcoord.core.coordinator import Coordinator
 
 
 @attrs.define

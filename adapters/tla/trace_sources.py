@@ -10,9 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from groupcoord.core import events as ev
-from groupcoord.core.config import CoordinatorConfig
-
 from groupcoord.adapters.tla.build import (
     Model,
     client_request,
@@ -28,6 +25,8 @@ from groupcoord.adapters.tla.model import (
 )
 from groupcoord.adapters.tla.trace import Recorder, Trace, Unit, record, scoped_record, unit_trace
 from groupcoord.adapters.tla.values import F, fmt
+from groupcoord.core import events as ev
+from groupcoord.core.config import CoordinatorConfig
 
 
 def scenario_trace(path: str | Path) -> Trace:
@@ -84,9 +83,8 @@ def file_traces(path: str | Path, group_id: str | None = None) -> list[Unit]:
     recording (``trace_files.recordings``: each with its own ``meta.json``): in group scope
     each group (``group_id`` for one), in instance scope each group of each file, its inputs
     re-run through the core (``unit_trace``)."""
-    from groupcoord.core import trace as core_trace
-
     from groupcoord.adapters.traces import trace_files as trace_io
+    from groupcoord.core import trace as core_trace
 
     units: list[Unit] = []
     found = False
@@ -219,7 +217,8 @@ def _core_event(e: F, rec: Recorder, k: int, writes: list[int]):
 
 def hypothesis_trace(seed: int = 0, steps: int = 40) -> Trace:
     """A trace whose inputs hypothesis chose (derandomised by ``seed``, so a run is repeatable)."""
-    from hypothesis import HealthCheck, Phase, given, seed as hseed, settings
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hseed
     from hypothesis import strategies as st
 
     found: list = []

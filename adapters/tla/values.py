@@ -110,7 +110,7 @@ def _unescape(body: str) -> str:
 
 def tokens(text: str) -> list:
     out = []
-    pos, n = 0, len(text)
+    pos = 0
     match = _TOKEN.match
     while True:
         m = match(text, pos)

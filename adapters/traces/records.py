@@ -6,6 +6,8 @@ recorder of one group (``GroupRecorder``)."""
 from __future__ import annotations
 
 import json
+from enum import Enum
+from json.encoder import encode_basestring_ascii as _jstr
 from typing import Any, Iterable
 
 import attrs
@@ -40,8 +42,6 @@ _loads = json_loads
 # value's JSON directly. Output is byte for byte json.dumps(trace.encode(v), separators=(",",
 # ":")) (tests/replay/test_replay.py checks it on every record the simulator makes).
 
-from enum import Enum
-from json.encoder import encode_basestring_ascii as _jstr
 
 _ENCODERS: dict[type, Any] = {}
 _DATA_ENCODERS: dict[type, Any] = {}

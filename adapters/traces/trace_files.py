@@ -23,9 +23,9 @@ from typing import Any, Iterator
 
 import attrs
 
+from groupcoord.adapters.traces.records import GROUP, INSTANCE, MALFORMED_ROW, TraceColumns
 from groupcoord.core import trace
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.adapters.traces.records import GROUP, INSTANCE, MALFORMED_ROW, TraceColumns
 
 TraceError = trace.TraceError
 MANIFEST = "meta.json"

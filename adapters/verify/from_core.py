@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from groupcoord.adapters.protocol.translate import request_event, response_fields
+from groupcoord.adapters.verify.observed import Obs, to_json
 from groupcoord.core import events as ev
 from groupcoord.core.commands import ExpirationTimer, Respond, SetTimer, Write
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator, partition_for
 from groupcoord.core.timers import TimerTable
-from groupcoord.adapters.protocol.translate import request_event, response_fields
-from groupcoord.adapters.verify.observed import Obs, to_json
 
 
 def observe(requests: Iterable[tuple], config: CoordinatorConfig | None = None, *,

@@ -16,12 +16,12 @@ from typing import Iterable, Iterator
 
 import attrs
 
-from groupcoord.core import events as ev
-from groupcoord.core.commands import Respond
 from groupcoord.adapters.protocol.translate import request_body, response_fields
 from groupcoord.adapters.traces.records import decode_command, decode_event
 from groupcoord.adapters.traces.trace_files import TraceError, iter_batches, trace_files
 from groupcoord.adapters.verify.observed import Obs, to_json
+from groupcoord.core import events as ev
+from groupcoord.core.commands import Respond
 
 _PARTITION_EVENTS = ("LoadPartition", "UnloadPartition")
 

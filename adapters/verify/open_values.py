@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import Callable
 
+from groupcoord.adapters.verify.compare import Ids
+from groupcoord.core.classic.draft import subscribed_topics
+from groupcoord.core.classic.joining import member_list
 from groupcoord.core.commands import JoinGroupResponse, Respond
 from groupcoord.core.coordinator import CoordinatorState
-from groupcoord.core.classic.draft import subscribed_topics
 from groupcoord.core.errors import Error
 from groupcoord.core.frozen import evolve
-from groupcoord.core.classic.joining import member_list
-from groupcoord.adapters.verify.compare import Ids
 
 
 def tied_protocols(group) -> set[str]:

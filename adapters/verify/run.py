@@ -12,8 +12,8 @@ from pathlib import Path
 
 import attrs
 
-from groupcoord.adapters.verify import findings, observed
 from groupcoord.adapters.traces.progress import Progress
+from groupcoord.adapters.verify import findings, observed
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, INCONCLUSIVE, Settings, Verdict, verify_group
 
 EXIT = {CONFORMS: 0, DIVERGES: 1, INCONCLUSIVE: 3}  # 2: bad input

@@ -21,19 +21,27 @@ from typing import Any, Iterator
 
 import attrs
 
+from groupcoord.adapters.protocol import schema
+from groupcoord.adapters.protocol.translate import request_event
+from groupcoord.adapters.verify.compare import (
+    Ids,
+    adopt_generation,
+    bind_listed,
+    bind_own_id,
+    core_fields,
+    core_view,
+    differences,
+    observed_view,
+)
+from groupcoord.adapters.verify.findings import main_mismatch, mismatches
+from groupcoord.adapters.verify.observed import Obs
+from groupcoord.adapters.verify.open_values import settle
 from groupcoord.core import events as ev
 from groupcoord.core.commands import ExpirationTimer, Respond
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator, CoordinatorState, partition_for
 from groupcoord.core.errors import Error
 from groupcoord.core.timers import Timers
-from groupcoord.adapters.protocol import schema
-from groupcoord.adapters.protocol.translate import request_event
-from groupcoord.adapters.verify.compare import (Ids, adopt_generation, bind_listed, bind_own_id, core_fields, core_view,
-                                                differences, observed_view)
-from groupcoord.adapters.verify.findings import main_mismatch, mismatches
-from groupcoord.adapters.verify.observed import Obs
-from groupcoord.adapters.verify.open_values import settle
 
 CONFORMS, DIVERGES, INCONCLUSIVE = "conforms", "diverges", "inconclusive"
 # Broker answers a failed write explains, and a storage error that gives each (errors.py's

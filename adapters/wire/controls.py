@@ -15,14 +15,14 @@ from typing import Any, Callable
 
 import attrs
 
-from groupcoord.core.config import CoordinatorConfig
-from groupcoord.core.errors import Error
 from groupcoord.adapters.wire.core_loop import CoreLoop
 from groupcoord.adapters.wire.listener import Listener
 from groupcoord.adapters.wire.partitions import Partitions
 from groupcoord.adapters.wire.pipeline import StoragePipeline
 from groupcoord.adapters.wire.replies import Replies
 from groupcoord.adapters.wire.watch import Changes
+from groupcoord.core.config import CoordinatorConfig
+from groupcoord.core.errors import Error
 
 WAIT_S = 10.0  # how long a wait lasts unless told
 

@@ -39,17 +39,17 @@ from __future__ import annotations
 import traceback
 from typing import Any, Callable
 
-from groupcoord.core import events as ev
-from groupcoord.core.commands import Write
-from groupcoord.core.config import CoordinatorConfig
-from groupcoord.core.coordinator import Coordinator, CoordinatorFailed
-from groupcoord.core.errors import Error
 from groupcoord.adapters.runtime.alarm import Alarm
 from groupcoord.adapters.runtime.runner import CommandRunner
 from groupcoord.adapters.runtime.timers import TimerTable
 from groupcoord.adapters.wire.kafka_lines import KafkaGroupLog
 from groupcoord.adapters.wire.log import GroupStateLog
 from groupcoord.adapters.wire.watch import Changes
+from groupcoord.core import events as ev
+from groupcoord.core.commands import Write
+from groupcoord.core.config import CoordinatorConfig
+from groupcoord.core.coordinator import Coordinator, CoordinatorFailed
+from groupcoord.core.errors import Error
 
 
 class CoreLoop:

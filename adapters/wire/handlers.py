@@ -19,10 +19,6 @@ import asyncio
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from groupcoord.core import events as ev
-from groupcoord.core.commands import Coordinator as CoordinatorEndpoint
-from groupcoord.core.commands import FindCoordinatorResponse, SyncGroupResponse
-from groupcoord.core.errors import Error
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.protocol.schema import SchemaError
 from groupcoord.adapters.protocol.translate import request_event
@@ -31,6 +27,10 @@ from groupcoord.adapters.wire.core_loop import CoreLoop
 from groupcoord.adapters.wire.fast_frames import HEARTBEAT_KEY, OFFSET_COMMIT_KEY, HeartbeatReader, read_offset_commit
 from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.wire.replies import Replies
+from groupcoord.core import events as ev
+from groupcoord.core.commands import Coordinator as CoordinatorEndpoint
+from groupcoord.core.commands import FindCoordinatorResponse, SyncGroupResponse
+from groupcoord.core.errors import Error
 
 _HEARTBEAT_KEY = HEARTBEAT_KEY.to_bytes(2, "big")
 _OFFSET_COMMIT_KEY = OFFSET_COMMIT_KEY.to_bytes(2, "big")

@@ -31,9 +31,9 @@ import time
 from typing import Any, TextIO
 
 from groupcoord.core import events as ev
+from groupcoord.core.classic.states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from groupcoord.core.commands import ExpirationTimer, HeartbeatTimer, JoinTimer, SyncTimer, Write
 from groupcoord.core.errors import translate_append_error
-from groupcoord.core.classic.states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 GMM = "org.apache.kafka.coordinator.group.GroupMetadataManager"
 SHARD = "org.apache.kafka.coordinator.group.GroupCoordinatorShard"

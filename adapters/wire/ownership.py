@@ -34,8 +34,8 @@ import asyncio
 import json
 from typing import Any
 
-from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.client.kafka_client import KafkaClient, KafkaError, cancel_and_wait, parse_bootstrap
+from groupcoord.adapters.wire import broker_apis as apis
 
 GROUP = "groupcoord-coordinators"
 PROTOCOL_TYPE = "groupcoord"

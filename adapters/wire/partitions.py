@@ -15,9 +15,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from groupcoord.core import events as ev
 from groupcoord.adapters.storage.interface import Storage, StorageOpenError
 from groupcoord.adapters.wire.core_loop import CoreLoop
+from groupcoord.core import events as ev
 
 _SETTLE_S = 30.0  # the longest a reload waits for the failed instance's writes to have their outcomes
 

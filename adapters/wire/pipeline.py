@@ -14,10 +14,10 @@ import asyncio
 from collections import deque
 from typing import Any, Callable
 
+from groupcoord.adapters.storage.interface import Storage, StorageError
 from groupcoord.core import events as ev
 from groupcoord.core.commands import Write
 from groupcoord.core.errors import Error
-from groupcoord.adapters.storage.interface import Storage, StorageError
 
 
 class StoragePipeline:

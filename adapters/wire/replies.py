@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from groupcoord.core.commands import HeartbeatResponse, OffsetCommitResponse
-from groupcoord.core.error_responses import error_response
-from groupcoord.core.errors import Error
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.protocol.translate import response_fields
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.wire.fast_frames import offset_commit_response_body
+from groupcoord.core.commands import HeartbeatResponse, OffsetCommitResponse
+from groupcoord.core.error_responses import error_response
+from groupcoord.core.errors import Error
 
 if TYPE_CHECKING:
     from groupcoord.adapters.wire.listener import Connection

@@ -31,10 +31,9 @@ from typing import Any
 
 import attrs
 
-from groupcoord.core.config import CoordinatorConfig
-from groupcoord.adapters.traces.trace_files import InstanceRecorder
 from groupcoord.adapters.storage.interface import Storage
 from groupcoord.adapters.storage.memory import MemoryStorage
+from groupcoord.adapters.traces.trace_files import InstanceRecorder
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.wire.clock import ManualClock, RealClock
 from groupcoord.adapters.wire.controls import Controls
@@ -48,6 +47,7 @@ from groupcoord.adapters.wire.partitions import Partitions
 from groupcoord.adapters.wire.pipeline import StoragePipeline
 from groupcoord.adapters.wire.replies import Replies
 from groupcoord.adapters.wire.watch import Changes
+from groupcoord.core.config import CoordinatorConfig
 
 _TRACE_FLUSH_S = 0.5  # a trace is buffered; this keeps a killed server's recording nearly whole
 

@@ -10,9 +10,9 @@ from typing import Any, Iterable, Mapping
 
 import attrs
 
-from groupcoord.core.config import KAFKA_NAMES, ConfigError, CoordinatorConfig
 from groupcoord.adapters.wire.broker_apis import TopicCatalog
 from groupcoord.adapters.wire.options import DEFAULT_MAX_REQUEST_BYTES
+from groupcoord.core.config import KAFKA_NAMES, ConfigError, CoordinatorConfig
 
 # The broker's settings beside the coordinator's, with Kafka's defaults.
 BROKER_DEFAULTS = {

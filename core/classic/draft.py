@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from types import MappingProxyType
 
-from .subscription import subscription_topics
 from ..frozen import evolve, field_copier, field_reader
-from .model import Group, GroupReads, Member, Parked
 from ..partitioning import java_string_hash
+from .model import Group, GroupReads, Member, Parked
 from .states import EMPTY, GroupState, require_legal
-
+from .subscription import subscription_topics
 
 _reader = field_reader(Group)
 assert _reader is not None  # Group's __init__ takes every field by name

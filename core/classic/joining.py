@@ -16,16 +16,15 @@ from ..commands import (
     SyncGroupResponse,
     SyncTimer,
 )
-from ..continuations import AfterEmptyGroup, AfterNewGroup, AfterStaticReplace
 from ..config import NEW_MEMBER_JOIN_TIMEOUT_MS
-from .context import StepContext
-from .draft import GroupDraft, subscribed_topics
+from ..continuations import AfterEmptyGroup, AfterNewGroup, AfterStaticReplace
 from ..errors import Error, translate_append_error
 from ..events import JoinGroup
 from ..frozen import evolve
+from .context import StepContext
+from .draft import GroupDraft, subscribed_topics
 from .model import Member, MemberError, Parked, validate_member
 from .states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
-
 
 NONE = Error.NONE
 

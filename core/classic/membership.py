@@ -21,11 +21,11 @@ from ..commands import (
     SyncTimer,
 )
 from ..continuations import AfterSync
-from .draft import GroupDraft
 from ..errors import Error, translate_append_error
 from ..events import Heartbeat, LeaveGroup, SyncGroup
 from ..frozen import evolve
 from .context import StepContext
+from .draft import GroupDraft
 from .joining import (
     complete_join,
     maybe_complete_join,
@@ -36,7 +36,6 @@ from .joining import (
 )
 from .model import Group, MemberError, Parked, validate_member
 from .states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
-
 
 NONE = Error.NONE
 _HEARTBEAT_OK = HeartbeatResponse(Error.NONE)

@@ -6,16 +6,15 @@ not (most heartbeats) leaves the same object in place, which keeps the hot path 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from types import MappingProxyType
-from collections.abc import Mapping, Set as AbstractSet
 from typing import Any
 
 from ..commands import DescribedGroup, DescribedMember, ListedGroup
 from ..errors import Error
 from ..frozen import frozen
 from .states import DEAD, EMPTY, GroupState
-
-
 
 EMPTY_MAP: Mapping[Any, Any] = MappingProxyType({})
 

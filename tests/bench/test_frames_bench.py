@@ -16,7 +16,7 @@ def bench_frames(*args: str) -> subprocess.CompletedProcess:
 def test_heartbeat_frames_with_few_and_many_members_are_answered_and_timed():
     out = bench_frames("--groups", "40", "--members", "5", "--heartbeats", "3000", "--rounds", "2")
     assert out.returncode == 0, out.stdout + out.stderr
-    values = {l["name"]: l["value"] for l in map(json.loads, (l for l in out.stdout.splitlines() if l.startswith("{")))}
+    values = {row["name"]: row["value"] for row in map(json.loads, (row for row in out.stdout.splitlines() if row.startswith("{")))}
     few = values["server_python_us_per_heartbeat_5_members"]
     many = values["server_python_us_per_heartbeat_200_members"]
     assert 0 < few < 1000 and 0 < many < 1000, values

@@ -24,7 +24,7 @@ def test_a_small_load_with_commits_on_sqlite_is_answered_and_checked(tmp_path):
                      "--commit-interval-ms", "500", "--storage", "sqlite", "--floor-duration", "2",
                      "--settle", "1", "--profile", str(profile))
     assert out.returncode == 0, out.stdout + out.stderr
-    values = {l["name"]: l["value"] for l in map(json.loads, (l for l in out.stdout.splitlines() if l.startswith("{")))}
+    values = {row["name"]: row["value"] for row in map(json.loads, (row for row in out.stdout.splitlines() if row.startswith("{")))}
     assert round(values["heartbeats_offered_per_s"]) == 333
     assert values["commits_offered_per_s"] == 100 * 1000 / 500
     # a light load: most of what is offered is answered even on a busy machine

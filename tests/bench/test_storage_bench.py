@@ -16,8 +16,8 @@ def test_bench_storage_quick_prints_json_lines_last():
     out = subprocess.run([sys.executable, "-m", "groupcoord.adapters.cli.main", "bench", "storage", "--quick"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    lines = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
-    values = {l["name"]: l["value"] for l in lines}
+    lines = [json.loads(row) for row in out.stdout.splitlines() if row.startswith("{")]
+    values = {row["name"]: row["value"] for row in lines}
     for name in ("sqlite_commit_ms_p50_1", "sqlite_reload_s", "sqlite_read_s"):
         assert values[name] > 0
     # group commit: 64 connections share each fsync, so they commit faster than one (about 2x

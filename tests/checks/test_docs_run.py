@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from paths import ROOT
 from server_harness import ServerProcess
 

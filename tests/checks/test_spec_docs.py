@@ -7,11 +7,11 @@ import itertools
 import re
 
 import pytest
+from paths import ROOT
 from transitions import MachineError
 
 from groupcoord.adapters.checks.diagram import build_machine, mermaid, render_states_md
 from groupcoord.core.classic.states import LEGAL_PREVIOUS, TRANSITION_CAUSES, GroupState, is_legal
-from paths import ROOT
 
 STATES_MD = ROOT / "spec" / "states.md"
 ALL_PAIRS = list(itertools.product(GroupState, GroupState))

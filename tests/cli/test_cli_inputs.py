@@ -11,10 +11,9 @@ from paths import ROOT
 
 pytest.importorskip("pyarrow")
 
-from groupcoord.adapters.replay import faults
 from groupcoord.adapters.cli import replay as replay_cli
+from groupcoord.adapters.replay import faults, timeline
 from groupcoord.adapters.sim import simulator
-from groupcoord.adapters.replay import timeline
 from groupcoord.adapters.traces import trace_files as trace_io
 
 MATCHED_SEED = 6  # greedy placement strands stale_generation; a matching places it

@@ -8,7 +8,6 @@ server's trace); each wait is bounded, each process started here is stopped.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -17,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from paths import ROOT, SCENARIOS
 
 pytest.importorskip("pyarrow")

@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from server_harness import ServerProcess
 
 GROUPCOORD = [sys.executable, "-m", "groupcoord.adapters.cli.main"]

@@ -58,7 +58,7 @@ def told(tmp_path_factory):
             w.stop()
         code = server.stop()
     assert code == 143, server.log_text()  # stopped by SIGTERM
-    assert not [l for l in server.lines if l.get("level") == "error"], server.log_text()
+    assert not [row for row in server.lines if row.get("level") == "error"], server.log_text()
     text = path.read_text(encoding="utf-8")
     ids = {}
     for name in ("kp-0", "rd-1", "kp-2"):
@@ -82,7 +82,7 @@ def group_messages(path) -> list[str]:
 
 def test_every_line_has_kafkas_layout_in_time_order(told):
     path, _, _ = told
-    stamps = [LINE.match(l)["ts"] for l in path.read_text(encoding="utf-8").splitlines()]
+    stamps = [LINE.match(row)["ts"] for row in path.read_text(encoding="utf-8").splitlines()]
     assert stamps and stamps == sorted(stamps)
 
 
@@ -145,7 +145,7 @@ def test_the_group_is_told_as_kafka_4x_tells_it(told):
 
 def test_the_structured_group_line_carries_kafkas_reason(told):
     _, ids, lines = told
-    reasons = [l["reason"] for l in lines if l.get("event") == "group" and l.get("group") == GROUP and "reason" in l]
+    reasons = [row["reason"] for row in lines if row.get("event") == "group" and row.get("group") == GROUP and "reason" in row]
     assert f"removing member {ids['kp-2']} on heartbeat expiration." in reasons
     assert f"explicit `LeaveGroup` request for ({ids['rd-1']}) members." in reasons
 

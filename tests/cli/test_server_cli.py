@@ -304,9 +304,9 @@ def test_bench_server_quick_prints_json_lines_last():
     out = subprocess.run([sys.executable, "-m", "groupcoord.adapters.bench.server", "--quick"], capture_output=True,
                          text=True, timeout=240)
     assert out.returncode == 0, out.stderr
-    lines = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
-    names = [l["name"] for l in lines]
-    value = {l["name"]: l["value"] for l in lines}
+    lines = [json.loads(row) for row in out.stdout.splitlines() if row.startswith("{")]
+    names = [row["name"] for row in lines]
+    value = {row["name"]: row["value"] for row in lines}
     for name in ("heartbeats_per_s_10", "heartbeats_per_s_100", "join_to_stable_ms_10", "join_to_stable_ms_100",
                  "heartbeats_per_s"):
         assert name in names and value[name] > 0

@@ -3,10 +3,10 @@ project's own, and any further ones beside the repository."""
 
 
 import pytest
+from paths import KAFKA_SCENARIOS, ROOT, SCENARIOS, SUITE
 
 from groupcoord.adapters.conformance.suite import suite_files
 from groupcoord.adapters.scenarios.runner import run_file, run_scenario, scenario_files
-from paths import KAFKA_SCENARIOS, ROOT, SCENARIOS, SUITE
 
 FILES = SUITE
 

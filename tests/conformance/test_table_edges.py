@@ -1,12 +1,13 @@
 """Every edge of the state table (core/classic/states.py) is taken by some conformance scenario, and no
 scenario takes a transition the table lacks."""
 
-from groupcoord.adapters.scenarios import runner as conformance
-from groupcoord.adapters.runtime.driver import Driver
-from groupcoord.core import events as ev
-from groupcoord.core.classic.states import DEAD, EDGES, edges_between
 from paths import SUITE
 from scenario_hooks import observe_scenario_drivers
+
+from groupcoord.adapters.runtime.driver import Driver
+from groupcoord.adapters.scenarios import runner as conformance
+from groupcoord.core import events as ev
+from groupcoord.core.classic.states import DEAD, EDGES, edges_between
 
 # Events after which a vanished group has died (moved to Dead and dropped); a group that
 # vanishes otherwise is a failed creation reverted (it never existed).

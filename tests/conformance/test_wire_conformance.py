@@ -4,9 +4,9 @@ back, decoded and matched (adapters/conformance/wire.py)."""
 
 
 import pytest
+from paths import SUITE
 
 from groupcoord.adapters.conformance.wire import WireScenarioRunner
-from paths import SUITE
 
 FILES = SUITE
 

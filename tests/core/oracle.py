@@ -52,6 +52,7 @@ from collections import Counter
 from typing import Any, Mapping
 
 from groupcoord.core import events as ev
+from groupcoord.core.classic.states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 from groupcoord.core.commands import (
     CancelPartitionTimers,
     CancelTimer,
@@ -61,15 +62,12 @@ from groupcoord.core.commands import (
     InitialDelay,
     JoinGroupResponse,
     JoinTimer,
-    LeaveGroupResponse,
     OffsetCommitResponse,
     Respond,
     SetTimer,
-    SyncGroupResponse,
     SyncTimer,
 )
 from groupcoord.core.errors import Error
-from groupcoord.core.classic.states import COMPLETING_REBALANCE, EMPTY, PREPARING_REBALANCE, STABLE
 
 # Kafka's CLASSIC_GROUP_NEW_MEMBER_JOIN_TIMEOUT_MS (a constant, not a setting).
 NEW_MEMBER_JOIN_TIMEOUT_MS = 300_000

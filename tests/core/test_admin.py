@@ -3,9 +3,9 @@ partitions owned, loading or not here."""
 
 from __future__ import annotations
 
-from groupcoord.core import events as ev
+from drive import _commit, _driver, _stable
 
-from drive import _driver, _commit, _stable
+from groupcoord.core import events as ev
 
 
 def test_describe_answers_per_group_for_partitions_not_owned_or_loading():

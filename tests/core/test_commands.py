@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from groupcoord.core import commands as c
-
 from drive import _record
+
+from groupcoord.core import commands as c
 
 
 def test_a_records_key_in_the_offsets_topic_is_shared_by_its_tombstone():

@@ -3,10 +3,11 @@ and a snapshot restored to a coordinator that carries on alike."""
 
 from __future__ import annotations
 
-from groupcoord.core import commands as c, events as ev
-from groupcoord.core.errors import Error
+from drive import _commit, _coordinator, _driver, _join, _responses, _stable
 
-from drive import _driver, _join, _commit, _stable, _coordinator, _responses
+from groupcoord.core import commands as c
+from groupcoord.core import events as ev
+from groupcoord.core.errors import Error
 
 
 def test_a_snapshot_restores_to_a_coordinator_that_carries_on_alike():

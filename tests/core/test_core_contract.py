@@ -7,13 +7,12 @@ from pathlib import Path
 
 import attrs
 import pytest
-
-from groupcoord.core import CoordinatorConfig, ConfigError
-from groupcoord.adapters.runtime.driver import Driver
-from groupcoord.core import commands, events
-from groupcoord.core.coordinator import partition_for
-from groupcoord.adapters.protocol.translate import request_event
 from paths import ROOT
+
+from groupcoord.adapters.protocol.translate import request_event
+from groupcoord.adapters.runtime.driver import Driver
+from groupcoord.core import ConfigError, CoordinatorConfig, commands, events
+from groupcoord.core.coordinator import partition_for
 
 CORE = ROOT / "core"
 FORBIDDEN = {"time", "datetime", "uuid", "random", "secrets", "logging", "socket", "asyncio",

@@ -4,10 +4,9 @@ state times, join completion, and static-member replacement (§6)."""
 from __future__ import annotations
 
 import pytest
+from drive import _commands, _driver, _join, _settle, _stable, _sync
 
 from groupcoord.core import commands as c
-
-from drive import _driver, _join, _sync, _stable, _settle, _commands
 
 
 def test_a_failed_static_replacement_brings_the_old_member_back_with_its_session():

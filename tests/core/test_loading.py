@@ -5,20 +5,19 @@ keep."""
 from __future__ import annotations
 
 import pytest
+from drive import _commit, _coordinator, _driver, _join, _latest, _record, _responses, _settle, _sync
 
-from groupcoord.core import commands as c, events as ev
+from groupcoord.core import commands as c
+from groupcoord.core import events as ev
 from groupcoord.core.classic import subscription as cp
 from groupcoord.core.coordinator import CoordinatorFailed
 from groupcoord.core.errors import Error
-
-from drive import _driver, _join, _sync, _commit, _settle, _record, _latest, _coordinator, _responses
 
 
 def test_a_group_loads_as_its_record_says():
     from groupcoord.core import commands as c
     from groupcoord.core import events as ev
     from groupcoord.core.coordinator import Coordinator
-
     from groupcoord.core.partitioning import partition_for
 
     member = c.MemberRecord("m", None, "client", "/10.0.0.1", -1, 7000, cp.encode_subscription(["a", "b"]), b"x")

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from groupcoord.core import commands as c, events as ev
+from drive import _commands, _coordinator, _driver, _join, _record, _stable, _sync
 
-from drive import _driver, _join, _sync, _stable, _record, _commands, _coordinator
+from groupcoord.core import commands as c
+from groupcoord.core import events as ev
 
 
 def test_leaving_cancels_the_heartbeat_of_each_member_and_pending_member_that_leaves():

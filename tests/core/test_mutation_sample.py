@@ -11,7 +11,6 @@ import subprocess
 import sys
 
 import pytest
-
 from paths import TESTS
 
 pytestmark = pytest.mark.mutation

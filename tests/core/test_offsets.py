@@ -5,13 +5,25 @@ one key in flight settling one by one."""
 from __future__ import annotations
 
 import pytest
+from drive import (
+    _commit,
+    _coordinator,
+    _delete_offset,
+    _driver,
+    _join,
+    _latest,
+    _offsets_seen,
+    _record,
+    _responses,
+    _settle,
+    _stable,
+    _sync,
+)
 
-from groupcoord.core import commands as c, events as ev
+from groupcoord.core import commands as c
+from groupcoord.core import events as ev
 from groupcoord.core.classic import subscription as cp
 from groupcoord.core.errors import Error
-
-from drive import (_commit, _coordinator, _delete_offset, _driver, _join, _latest, _offsets_seen, _record, _responses,
-                   _settle, _stable, _sync)
 
 
 def test_a_groups_subscribed_topics_are_every_members_topics():
@@ -82,8 +94,8 @@ def test_an_empty_group_without_a_state_time_expires_its_offsets_by_their_commit
     written with -1)."""
     from groupcoord.core import commands as c
     from groupcoord.core import events as ev
-    from groupcoord.core.coordinator import Coordinator
     from groupcoord.core.config import CoordinatorConfig
+    from groupcoord.core.coordinator import Coordinator
 
     coordinator = Coordinator(CoordinatorConfig(offsets_topic_num_partitions=1, offsets_retention_minutes=1))
     records = (_record("k", "consumer", timestamp=-1),

@@ -3,13 +3,12 @@ what Kafka would not."""
 
 from collections import Counter, namedtuple
 
-import pytest
-
 import oracle
+
 from groupcoord.adapters.runtime.driver import Driver
 from groupcoord.core.classic import joining
-from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.classic.draft import GroupDraft
+from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.errors import Error
 from groupcoord.core.partitioning import partition_for
 
@@ -90,8 +89,10 @@ def test_the_unchanged_core_agrees():
 
 
 def test_a_vote_for_the_fewest_is_caught(monkeypatch):
-    fewest = lambda g: min(Counter(m.vote(g.candidate_protocols()) for m in g.members.values()).items(),
-                           key=lambda kv: kv[1])[0]
+    def fewest(g):
+        return min(Counter(m.vote(g.candidate_protocols()) for m in g.members.values()).items(),
+                   key=lambda kv: kv[1])[0]
+
     monkeypatch.setattr(GroupDraft, "select_protocol", fewest)
     driver, send, found, _ = drive(CONFIG)
     split_vote(send, driver)

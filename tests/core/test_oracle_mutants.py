@@ -4,9 +4,8 @@ would not give; issue #16). Hunting them takes a minute or two, so it runs only 
 
 import os
 
-import pytest
-
 import oracle_mutants
+import pytest
 
 SLOW = pytest.mark.skipif(os.environ.get("GROUPCOORD_MUTANTS") != "1",
                           reason="hunting mutants is slow: GROUPCOORD_MUTANTS=1 runs it")

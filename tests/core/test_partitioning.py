@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 
-
-
 def test_java_string_hash_is_string_hashcode_over_utf16_units():
     from groupcoord.core.partitioning import java_string_hash
 

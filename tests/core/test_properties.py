@@ -32,15 +32,24 @@ from pathlib import Path
 
 import attrs
 import pytest
-from hypothesis import settings, strategies as st
+from hypothesis import settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
+from oracle import KafkaOracle
+from paths import SUITE
+from scenario_hooks import observe_scenario_drivers
 
-from groupcoord.adapters.scenarios import runner as conformance
-from groupcoord.adapters.replay.plain_job import plain_replay
-from groupcoord.adapters.traces.trace_files import InstanceRecorder
-from groupcoord.core import events as ev
 from groupcoord.adapters.checks import emitted
 from groupcoord.adapters.checks import invariants as inv
+from groupcoord.adapters.protocol.translate import request_event
+from groupcoord.adapters.replay.plain_job import plain_replay
+from groupcoord.adapters.runtime.driver import Driver
+from groupcoord.adapters.scenarios import runner as conformance
+from groupcoord.adapters.traces.trace_files import InstanceRecorder
+from groupcoord.core import events as ev
+from groupcoord.core.classic.model import Group, Member, Parked
+from groupcoord.core.classic.states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from groupcoord.core.classic.subscription import encode_subscription
 from groupcoord.core.commands import (
     DescribeGroupsResponse,
     ExpirationTimer,
@@ -56,16 +65,8 @@ from groupcoord.core.commands import (
 )
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator
-from groupcoord.core.classic.subscription import encode_subscription
-from groupcoord.adapters.runtime.driver import Driver
 from groupcoord.core.errors import Error
-from groupcoord.core.classic.model import Group, Member, Parked
-from groupcoord.core.classic.states import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
-from groupcoord.adapters.protocol.translate import request_event
 from groupcoord.testing import strategies as gs
-from oracle import KafkaOracle
-from paths import SUITE
-from scenario_hooks import observe_scenario_drivers
 
 # "g" most of the time; with 2 offsets partitions "k" shares g's partition and "h" does not.
 GROUP_IDS = st.sampled_from(("g",) * 9 + ("k", "h", ""))

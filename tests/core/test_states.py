@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 
-
-
 def test_an_event_crossing_preparing_rebalance_takes_both_edges_or_none():
-    from groupcoord.core.classic.states import (COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE,
-                                        edges_between)
+    from groupcoord.core.classic.states import (
+        COMPLETING_REBALANCE,
+        DEAD,
+        EMPTY,
+        PREPARING_REBALANCE,
+        STABLE,
+        edges_between,
+    )
 
     assert edges_between(STABLE, PREPARING_REBALANCE) == ((STABLE, PREPARING_REBALANCE),)
     assert edges_between(STABLE, COMPLETING_REBALANCE) == (

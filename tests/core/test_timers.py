@@ -8,8 +8,16 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groupcoord.core.commands import (CancelPartitionTimers, CancelTimer, ExpirationTimer, HeartbeatTimer, JoinTimer,
-                                      Respond, SetTimer, SyncTimer)
+from groupcoord.core.commands import (
+    CancelPartitionTimers,
+    CancelTimer,
+    ExpirationTimer,
+    HeartbeatTimer,
+    JoinTimer,
+    Respond,
+    SetTimer,
+    SyncTimer,
+)
 from groupcoord.core.timers import Timers, TimerTable
 
 keys = st.tuples(st.integers(0, 2), st.sampled_from("ab"), st.sampled_from("xyz")).map(lambda t: HeartbeatTimer(*t))

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from groupcoord.core import trace
-from groupcoord.adapters.runtime.driver import Driver
 from groupcoord.adapters.protocol.translate import request_event
+from groupcoord.adapters.runtime.driver import Driver
+from groupcoord.core import trace
 
 
 def _recorded():
@@ -72,7 +72,9 @@ def test_not_json_is_refused():
 def test_the_type_registry_is_every_event_command_and_timer_key():
     import attrs
 
-    from groupcoord.core import commands as cmd, events as ev, trace
+    from groupcoord.core import commands as cmd
+    from groupcoord.core import events as ev
+    from groupcoord.core import trace
     from groupcoord.core.classic.model import Parked
 
     expected = {name: value for module in (ev, cmd) for name, value in vars(module).items()
@@ -103,7 +105,9 @@ def test_decoding_refuses_what_it_does_not_know_saying_what(data, message):
 
 
 def test_error_fields_decode_to_errors_by_name():
-    from groupcoord.core import commands as cmd, events as ev, trace
+    from groupcoord.core import commands as cmd
+    from groupcoord.core import events as ev
+    from groupcoord.core import trace
     from groupcoord.core.errors import Error
 
     failed = trace.decode({"type": "WriteFailed", "data": {"now_ms": 0, "write_id": 1, "error": "NOT_COORDINATOR"}})
@@ -119,7 +123,9 @@ def test_error_fields_decode_to_errors_by_name():
 
 
 def test_the_group_and_partition_of_a_value_come_from_its_fields_or_its_timer_key():
-    from groupcoord.core import commands as cmd, events as ev, trace
+    from groupcoord.core import commands as cmd
+    from groupcoord.core import events as ev
+    from groupcoord.core import trace
 
     key = cmd.HeartbeatTimer(3, "g", "m")
     assert trace.group_of(cmd.SetTimer(key, 10)) == "g" and trace.partition_of(cmd.SetTimer(key, 10)) == 3
@@ -135,7 +141,9 @@ def test_the_group_and_partition_of_a_value_come_from_its_fields_or_its_timer_ke
 
 
 def test_the_recorder_files_each_record_under_its_group_or_partition():
-    from groupcoord.core import commands as cmd, events as ev, trace
+    from groupcoord.core import commands as cmd
+    from groupcoord.core import events as ev
+    from groupcoord.core import trace
 
     recorder = trace.Recorder()
     key = cmd.HeartbeatTimer(3, "g", "m")

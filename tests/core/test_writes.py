@@ -5,11 +5,11 @@ reverting its operation and what came after it, as Kafka's snapshot revert does.
 from __future__ import annotations
 
 import pytest
+from drive import _commit, _coordinator, _driver, _empty_group, _join, _settle, _stable, _sync
 
-from groupcoord.core import commands as c, events as ev
+from groupcoord.core import commands as c
+from groupcoord.core import events as ev
 from groupcoord.core.errors import Error
-
-from drive import _driver, _join, _sync, _commit, _stable, _settle, _empty_group, _coordinator
 
 
 def test_requests_held_behind_a_write_are_answered_not_coordinator_when_the_partition_unloads():

@@ -11,13 +11,12 @@ import subprocess
 
 import dpkt
 import pytest
+from paths import TESTS
 from server_harness import ServerProcess, Worker, balanced, wait_until
 
 from groupcoord.adapters.cli.main import main
 from groupcoord.adapters.observe.pcap import CaptureReader
 from groupcoord.adapters.observe.trace import read_observed
-
-from paths import TESTS
 
 DATA = TESTS / "observe" / "data"
 CAPTURE = DATA / "kafka-python-group.pcap"  # two kafka-python consumers on groupcoord serve, tcpdump -i lo

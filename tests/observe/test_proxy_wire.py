@@ -10,8 +10,16 @@ import signal
 import struct
 
 import pytest
-from observe_harness import (HOLD_GROUP, FakeBroker, RecorderProcess, closed_by_peer, connect, read_frame, request,
-                             response_fields)
+from observe_harness import (
+    HOLD_GROUP,
+    FakeBroker,
+    RecorderProcess,
+    closed_by_peer,
+    connect,
+    read_frame,
+    request,
+    response_fields,
+)
 from server_harness import wait_until
 
 

@@ -8,8 +8,7 @@ import uuid
 
 import pytest
 
-from groupcoord.adapters.observe.trace import (COLUMNS, JOURNAL, JSONL, ObservedWriter, dumps, observed,
-                                                read_observed)
+from groupcoord.adapters.observe.trace import COLUMNS, JOURNAL, JSONL, ObservedWriter, dumps, observed, read_observed
 
 
 def sample(n: int) -> dict:

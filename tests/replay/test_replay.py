@@ -14,18 +14,18 @@ import pytest
 pytest.importorskip("pyarrow")
 orjson = pytest.importorskip("orjson")
 
-from groupcoord.adapters.replay import faults
+from replay_helpers import shared_recording, spread_over_files
+
 from groupcoord.adapters.cli import replay as replay_cli
+from groupcoord.adapters.replay import faults, stream
 from groupcoord.adapters.replay import report as replay_report
+from groupcoord.adapters.replay.phases import PHASES
 from groupcoord.adapters.replay.plain_job import plain_replay
 from groupcoord.adapters.sim import simulator, workload
+from groupcoord.adapters.traces import records
 from groupcoord.adapters.traces import trace_files as trace_io
 from groupcoord.core import trace
-from groupcoord.adapters.replay import stream
-from groupcoord.adapters.traces import records
-from groupcoord.adapters.replay.phases import PHASES
-from groupcoord.core.config import CoordinatorConfig  # noqa: E402
-from replay_helpers import shared_recording, spread_over_files  # noqa: E402
+from groupcoord.core.config import CoordinatorConfig
 
 GROUPS = 24
 
@@ -321,9 +321,9 @@ def test_scenario_runner_recordings_replay_clean(tmp_path):
     """Every conformance scenario, recorded as the scenario runner runs it (instance scope,
     ``groupcoord scenario --trace``), replays with no divergence and no violation; only a
     scenario that reloads with new settings has no trace, and says why."""
-    from groupcoord.adapters.scenarios import runner as conformance
-
     from paths import SUITE
+
+    from groupcoord.adapters.scenarios import runner as conformance
 
     files = SUITE
     assert len(files) > 200
@@ -349,8 +349,8 @@ def test_single_leader_allows_a_replaced_static_leader_loaded_from_storage():
     second leader. (Found in a 10M-record simulation.)"""
     from types import SimpleNamespace
 
-    from groupcoord.core import events as ev
     from groupcoord.adapters.checks import trace_checks as tc
+    from groupcoord.core import events as ev
     from groupcoord.core.commands import JoinGroupResponse, Respond
     from groupcoord.core.errors import Error
 

@@ -16,14 +16,15 @@ import pytest
 pytest.importorskip("pyspark")
 pytest.importorskip("pyarrow")
 
+from replay_helpers import spread_over_files
+
 from groupcoord.adapters.replay import faults
 from groupcoord.adapters.replay import job as replay_job
 from groupcoord.adapters.replay.plain_job import plain_replay
 from groupcoord.adapters.replay.report import format_report
 from groupcoord.adapters.replay.spark_job import spark_replay
-from groupcoord.adapters.traces.spark_session import StageProgress, spark_session
 from groupcoord.adapters.sim import simulator
-from replay_helpers import spread_over_files  # noqa: E402
+from groupcoord.adapters.traces.spark_session import StageProgress, spark_session
 
 GROUPS = 16
 

@@ -5,8 +5,8 @@ import pytest
 pytest.importorskip("pyarrow")
 
 from groupcoord.adapters.cli import replay as replay_cli
-from groupcoord.adapters.sim import simulator
 from groupcoord.adapters.replay import timeline
+from groupcoord.adapters.sim import simulator
 from groupcoord.adapters.traces import trace_files as trace_io
 
 

@@ -13,8 +13,8 @@ import sys
 import pytest
 from paths import ROOT
 
-from groupcoord.adapters.traces import trace_files
 from groupcoord.adapters.replay.partition import check_trace
+from groupcoord.adapters.traces import trace_files
 
 CLI = [sys.executable, "-m", "groupcoord.adapters.cli.main"]
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 
+from groupcoord.adapters.protocol.translate import request_event
 from groupcoord.adapters.runtime.embedded import EmbeddedCoordinator
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.errors import Error
-from groupcoord.adapters.protocol.translate import request_event
 
 SESSION_MS = REBALANCE_MS = 10_000
 

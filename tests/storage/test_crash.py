@@ -32,13 +32,13 @@ import time
 import pytest
 from server_harness import CommitWorker, ServeZygote, free_port, read_json_lines, wait_until
 
-from groupcoord.adapters.client.kafka_client import Cluster
+from groupcoord.adapters.checks.invariants import check_group
 from groupcoord.adapters.cli.admin import fetch_offsets
-from groupcoord.adapters.storage.sqlite import DB_NAME, SqliteStorage
+from groupcoord.adapters.client.kafka_client import Cluster
+from groupcoord.adapters.storage.sqlite import SqliteStorage
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.events import LoadPartition
-from groupcoord.adapters.checks.invariants import check_group
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -102,7 +102,7 @@ def check_served(port: int, acked: dict[str, dict[int, int]], context: str) -> N
 
 
 def listening(log: str) -> bool:
-    return any(l.get("event") == "listening" for l in read_json_lines(log))
+    return any(row.get("event") == "listening" for row in read_json_lines(log))
 
 
 def test_sigkill_under_load_loses_no_acknowledged_commit(tmp_path):
@@ -143,7 +143,7 @@ def test_sigkill_under_load_loses_no_acknowledged_commit(tmp_path):
             checked += sum(len(a) for a in acked.values())
             log = str(tmp_path / f"serve-{kill}.log")
             pid = zygote.spawn(serve_argv(port, data_dir), log)
-            started_up = wait_until(lambda: listening(log) or [l for l in read_json_lines(log) if l.get("level") == "error"],
+            started_up = wait_until(lambda: listening(log) or [row for row in read_json_lines(log) if row.get("level") == "error"],
                                     45, f"{context}: the server to start again")
             assert started_up is True, f"{context}: the server did not start again: {started_up} " \
                                        f"alive={zygote.alive(pid)} {zygote.describe(pid)}"
@@ -160,8 +160,8 @@ def test_sigkill_under_load_loses_no_acknowledged_commit(tmp_path):
         final = {w.group: w.acked() for w in workers}
         groups = check_store(data_dir, final, f"seed={seed} final")
         assert set(groups) >= {g for _c, _m, g in WORKERS}
-        errors = [l for k in range(KILLS + 1) for l in read_json_lines(str(tmp_path / f"serve-{k}.log"))
-                  if l.get("level") == "error"]
+        errors = [row for k in range(KILLS + 1) for row in read_json_lines(str(tmp_path / f"serve-{k}.log"))
+                  if row.get("level") == "error"]
         assert not errors, f"seed={seed}: {errors[:5]}"
     finally:
         for w in workers:

@@ -15,8 +15,8 @@ import time
 import pytest
 from server_harness import ServerProcess, wait_until
 
-from groupcoord.adapters.client.kafka_client import Cluster
 from groupcoord.adapters.cli.admin import commit_offsets, fetch_offsets
+from groupcoord.adapters.client.kafka_client import Cluster
 from groupcoord.adapters.storage.dirlock import LOCK_NAME
 from groupcoord.adapters.storage.sqlite import DB_NAME, SqliteStorage, StorageOpenError
 

@@ -16,10 +16,10 @@ import time
 import pytest
 from server_harness import InProcessServer, ServerProcess, wait_until
 
-from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.client.kafka_client import KafkaClient
-from groupcoord.adapters.wire.clock import ManualClock
 from groupcoord.adapters.storage.sqlite import SqliteStorage
+from groupcoord.adapters.wire import broker_apis as apis
+from groupcoord.adapters.wire.clock import ManualClock
 from groupcoord.core.config import CoordinatorConfig
 
 MINUTE = 60_000

@@ -4,14 +4,19 @@ import asyncio
 
 import pytest
 
-from groupcoord.adapters.storage.sqlite import SqliteStorage, StorageOpenError
-from groupcoord.adapters.storage.interface import StorageError
-from groupcoord.core.commands import (GroupMetadataRecord, GroupTombstone, MemberRecord, OffsetCommitRecord,
-                                      OffsetTombstone)
 from groupcoord.adapters.runtime.driver import Driver
+from groupcoord.adapters.storage.interface import StorageError
+from groupcoord.adapters.storage.sqlite import SqliteStorage, StorageOpenError
+from groupcoord.core.commands import (
+    GroupMetadataRecord,
+    GroupTombstone,
+    MemberRecord,
+    OffsetCommitRecord,
+    OffsetTombstone,
+)
+from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
 from groupcoord.core.events import LoadPartition
-from groupcoord.core.coordinator import Coordinator
 
 
 def group(gid, generation, members=()):

@@ -37,10 +37,10 @@ def serve(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 def unusable(result: subprocess.CompletedProcess) -> dict:
     assert result.returncode == 2, result.stderr
-    lines = [json.loads(l) for l in result.stderr.splitlines() if l.startswith("{")]
-    found = [l for l in lines if l["event"] == "storage_unusable"]
+    lines = [json.loads(row) for row in result.stderr.splitlines() if row.startswith("{")]
+    found = [row for row in lines if row["event"] == "storage_unusable"]
     assert found and found[0]["level"] == "error", result.stderr
-    assert not any(l["event"] == "listening" for l in lines)
+    assert not any(row["event"] == "listening" for row in lines)
     return found[0]
 
 

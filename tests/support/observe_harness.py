@@ -39,7 +39,7 @@ class RecorderProcess:
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
-        wait_until(lambda: self.proc.poll() is not None or any(l.startswith("recording ") for l in self.log()), 30,
+        wait_until(lambda: self.proc.poll() is not None or any(row.startswith("recording ") for row in self.log()), 30,
                    "the recorder to listen")
         assert self.proc.poll() is None, self.log()
         self.bootstrap = read_meta(out)["listen"]

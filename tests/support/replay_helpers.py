@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
+from groupcoord.adapters.protocol.translate import request_event
+from groupcoord.adapters.runtime.driver import Driver
 from groupcoord.adapters.traces import trace_files as trace_io
 from groupcoord.core.config import CoordinatorConfig
-from groupcoord.adapters.runtime.driver import Driver
-from groupcoord.adapters.protocol.translate import request_event
 
 
 def shared_recording(tmp_path) -> Path:

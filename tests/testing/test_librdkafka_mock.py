@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (the test extra carries it)")
 
-from groupcoord.testing.librdkafka_mock import MODULE, MockError, start_mock  # noqa: E402
+from groupcoord.testing.librdkafka_mock import MODULE, MockError, start_mock
 
 
 def _refused(port: int) -> bool:

@@ -7,15 +7,16 @@ from __future__ import annotations
 import inspect
 
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import strategies as st
 from hypothesis.stateful import RULE_MARKER, invariant, rule, run_state_machine_as_test
 
 from groupcoord.adapters.client.assignors import ASSIGNORS
 from groupcoord.adapters.verify.from_core import observe
 from groupcoord.adapters.verify.observed import split
 from groupcoord.adapters.verify.search import CONFORMS, Settings, verify_group
-from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.classic.subscription import decode_subscription
+from groupcoord.core.config import CoordinatorConfig
 from groupcoord.testing import strategies as gs
 from groupcoord.testing.machine import CoordinatorStateMachine, Divergence, Inconclusive
 from groupcoord.testing.systems import CoreSystem, Sent
@@ -71,7 +72,7 @@ def test_a_wrong_answer_fails_the_step_with_the_verifiers_diagnosis():
                 sent.response["generation_id"] += 1
 
     class OnLiar(CoordinatorStateMachine):
-        def system(config, group_id, topics):  # noqa: N805 - the class's function
+        def system(config, group_id, topics):
             return Lying(config)
 
         @invariant()

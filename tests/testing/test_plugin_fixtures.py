@@ -6,7 +6,6 @@ modes: servers started in the test process, and ``--groupcoord-bootstrap`` point
 from __future__ import annotations
 
 import pytest
-
 from plugin_runner import plugin_args
 from server_harness import ServerProcess
 

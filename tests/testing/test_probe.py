@@ -17,8 +17,8 @@ import pytest
 from server_harness import InProcessServer, ServerProcess, Tansu, free_port, stop_process, tansu_binary, wait_until
 
 from groupcoord.adapters.cli.main import main
-from groupcoord.adapters.scenarios.runner import run_file
 from groupcoord.adapters.conformance.wire import run_files_wire
+from groupcoord.adapters.scenarios.runner import run_file
 from groupcoord.adapters.storage.memory import MemoryStorage
 from groupcoord.adapters.tla.mutants import MUTANTS, applied
 from groupcoord.adapters.wire.broker_apis import TopicCatalog

@@ -10,12 +10,12 @@ from hypothesis.stateful import rule
 
 pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (the test extra carries it)")
 
-from groupcoord.adapters.cli.main import main  # noqa: E402
-from groupcoord.core.config import CoordinatorConfig  # noqa: E402
-from groupcoord.testing import requests as rq  # noqa: E402
-from groupcoord.testing.librdkafka_mock import start_mock  # noqa: E402
-from groupcoord.testing.machine import CoordinatorStateMachine  # noqa: E402
-from groupcoord.testing.probe import offered_apis, probe_all  # noqa: E402
+from groupcoord.adapters.cli.main import main
+from groupcoord.core.config import CoordinatorConfig
+from groupcoord.testing import requests as rq
+from groupcoord.testing.librdkafka_mock import start_mock
+from groupcoord.testing.machine import CoordinatorStateMachine
+from groupcoord.testing.probe import offered_apis, probe_all
 
 TOPIC = "groupcoord-probe"
 MOCK = {"group.initial.rebalance.delay.ms": 3000, "group.min.session.timeout.ms": 500}

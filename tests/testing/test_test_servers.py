@@ -7,13 +7,12 @@ import asyncio
 import socket
 
 import pytest
+from server_harness import ServerProcess
 
 from groupcoord.adapters.client.kafka_client import KafkaClient
 from groupcoord.core.config import ConfigError
 from groupcoord.core.errors import Error
 from groupcoord.testing.servers import ExistingServer, start_server
-
-from server_harness import ServerProcess
 
 METADATA = 3
 

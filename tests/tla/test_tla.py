@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 
 import pytest
+from paths import ROOT, SCENARIOS
 
 from groupcoord.adapters.cli import tla as tla_cli
 from groupcoord.adapters.tla.mutants import MUTANTS
 from groupcoord.adapters.tla.run import TlaSetupError, check_setup
-from paths import ROOT, SCENARIOS
 
 TLA = ROOT / "tla"
 
@@ -250,8 +250,8 @@ def test_named_bugs_are_in_the_catalogue(mutants):
 
 
 def test_mutants_restore_the_core():
-    from groupcoord.core.classic import joining
     from groupcoord.adapters.tla.mutants import applied
+    from groupcoord.core.classic import joining
 
     m = next(m for m in MUTANTS if m.name == "generation-bumped-twice")
     before = joining._init_next_generation
@@ -276,8 +276,9 @@ def test_trace_validation_checks_action_properties(setup):
     invariants on every line (issue 17 §6): the generated configuration lists every conjunct of
     ``ActionProperties``, and a stricter copy of one (a group never becomes Stable) rejects a
     scenario's trace at the line where its group first becomes Stable, naming the property."""
-    from groupcoord.adapters.tla import trace_check, trace_module, trace_sources
     from paths import KAFKA_SCENARIOS
+
+    from groupcoord.adapters.tla import trace_check, trace_module, trace_sources
 
     names = trace_module.action_property_names()
     assert "AnsweredExactlyOnce" in names and "legal_transition" in names and len(names) >= 20

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from verify_scripts import CONFIG, heartbeat, join, sync
 
 from groupcoord.adapters.conformance.observed import observe_scenario
 from groupcoord.adapters.conformance.suite import suite_files
@@ -20,8 +21,6 @@ from groupcoord.adapters.tla.mutants import MUTANTS, applied
 from groupcoord.adapters.verify.from_core import observe
 from groupcoord.adapters.verify.observed import split
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, Settings, verify_group
-
-from verify_scripts import CONFIG, heartbeat, join, sync
 
 ROOT = Path(__file__).resolve().parents[2]
 CORE_MUTANTS = [m for m in MUTANTS if m.core and m.name != "load-drops-offsets"]

@@ -21,11 +21,11 @@ import pytest
 from observe_harness import RawMember, RecorderProcess, consumer_pair
 from server_harness import InProcessServer, wait_until
 
-from groupcoord.core.config import CoordinatorConfig
 from groupcoord.adapters.cli.main import main
 from groupcoord.adapters.storage.memory import MemoryStorage
 from groupcoord.adapters.tla.mutants import MUTANTS, applied
 from groupcoord.adapters.wire.broker_apis import TopicCatalog
+from groupcoord.core.config import CoordinatorConfig
 
 SETTINGS = {"group.initial.rebalance.delay.ms": 0, "group.min.session.timeout.ms": 500}
 SESSION_MS = 3000  # the workers' session timeout

@@ -7,12 +7,11 @@ from __future__ import annotations
 import json
 
 import attrs
+from verify_scripts import CONFIG, TWO_MEMBERS
 
 from groupcoord.adapters.verify.from_core import observe
 from groupcoord.adapters.verify.run import signature_of
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, Settings, verify_group
-
-from verify_scripts import CONFIG, TWO_MEMBERS
 
 
 def _undecodable(pairs: list, line: int, raw: str | None) -> list:

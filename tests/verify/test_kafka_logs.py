@@ -13,13 +13,12 @@ import re
 from pathlib import Path
 
 import pytest
+from paths import TESTS
 
 from groupcoord.adapters.cli.main import main
 from groupcoord.adapters.verify import kafka_log_lines as kl
 from groupcoord.adapters.verify.kafka_log import check_logs, header, read_logs
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, INCONCLUSIVE
-
-from paths import TESTS
 
 CORPUS = TESTS / "verify" / "kafka_logs"
 EXCERPTS = sorted(CORPUS.glob("*.log"))

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import attrs
 import pytest
+from verify_scripts import CONFIG, TWO_MEMBERS, planted
 
 from groupcoord.adapters.cli.main import main
 from groupcoord.adapters.verify.findings import read_known, signature
 from groupcoord.adapters.verify.from_core import observe
 from groupcoord.adapters.verify.observed import dump
-
-from verify_scripts import CONFIG, TWO_MEMBERS, planted
 
 HEARTBEAT = "Heartbeat v4 error_code: NONE (0) vs REBALANCE_IN_PROGRESS (27)"
 FETCH = "OffsetFetch v7 topics[].partitions[].committed_offset: 42 vs 7"
@@ -171,10 +170,11 @@ def test_keep_going_takes_a_refused_join_as_the_refusal_left_the_group():
     answer, a group with that member pending and none admitted: a DeleteGroups then succeeds, as
     in Kafka after a v4 join's MEMBER_ID_REQUIRED, and only the refusal is a finding. A broker
     that refuses the delete still diverges there."""
-    from groupcoord.core.config import CoordinatorConfig
+    from verify_scripts import join
+
     from groupcoord.adapters.verify.run import signature_of
     from groupcoord.adapters.verify.search import DIVERGES, Settings, verify_group
-    from verify_scripts import join
+    from groupcoord.core.config import CoordinatorConfig
 
     config = CoordinatorConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=0)
     pairs = observe([(1000, 1, "JoinGroup", 3, join(), "c1"),

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import attrs
 import pytest
+from verify_scripts import CONFIG, heartbeat, join, sync
 
 from groupcoord.adapters.verify.from_core import observe
 from groupcoord.adapters.verify.observed import split
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, Settings, verify_group
-
-from verify_scripts import CONFIG, heartbeat, join, sync
 
 RANGE_FIRST = [{"name": "range", "metadata": b"r"}, {"name": "roundrobin", "metadata": b"o"}]
 ROUNDROBIN_FIRST = [{"name": "roundrobin", "metadata": b"O"}, {"name": "range", "metadata": b"R"}]

@@ -20,13 +20,13 @@ import pytest
 
 pytest.importorskip("confluent_kafka", reason="confluent-kafka is not installed (the test extra carries it)")
 
-from observe_harness import RawMember, RecorderProcess, connect, read_frame, request  # noqa: E402
-from server_harness import Worker, balanced, wait_until  # noqa: E402
+from observe_harness import RawMember, RecorderProcess, connect, read_frame, request
+from server_harness import Worker, balanced, wait_until
 
-from groupcoord.adapters.cli.main import main  # noqa: E402
-from groupcoord.adapters.protocol import codec  # noqa: E402
-from groupcoord.adapters.protocol.codec import FrameError  # noqa: E402
-from groupcoord.testing.librdkafka_mock import start_mock  # noqa: E402
+from groupcoord.adapters.cli.main import main
+from groupcoord.adapters.protocol import codec
+from groupcoord.adapters.protocol.codec import FrameError
+from groupcoord.testing.librdkafka_mock import start_mock
 
 TOPIC = "t4"  # the mock gives every topic 4 partitions
 # The mock's initial rebalance delay is 3000 ms (Kafka's default; not settable from a client);

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import attrs
 import pytest
+from verify_scripts import CONFIG, TWO_MEMBERS, heartbeat, join, planted, sync
 
 from groupcoord.adapters.verify.from_core import observe
 from groupcoord.adapters.verify.observed import split
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, INCONCLUSIVE, Settings, verify_group
-
-from verify_scripts import CONFIG, TWO_MEMBERS, heartbeat, join, planted, sync
 
 
 def _verify(pairs, **settings):

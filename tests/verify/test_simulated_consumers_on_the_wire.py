@@ -12,17 +12,16 @@ import asyncio
 import collections
 import types
 
-import pytest
 from observe_harness import RecorderProcess
 from server_harness import ServerProcess
 
-from groupcoord.core.errors import Error
 from groupcoord.adapters.cli.main import main
 from groupcoord.adapters.client.kafka_client import KafkaClient
 from groupcoord.adapters.protocol.codec import API_KEYS
 from groupcoord.adapters.protocol.translate import request_body
 from groupcoord.adapters.sim.consumer import Consumer
 from groupcoord.adapters.sim.workload import GroupSpec
+from groupcoord.core.errors import Error
 
 SETTINGS = {"group.initial.rebalance.delay.ms": 300, "group.min.session.timeout.ms": 500}
 DURATION_MS = 9000

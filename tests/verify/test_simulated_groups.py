@@ -10,14 +10,14 @@ from collections import Counter
 import attrs
 import pytest
 
-from groupcoord.core import events as ev
 from groupcoord.adapters.protocol.translate import request_body, request_event
-from groupcoord.adapters.traces.trace_files import coordinator_config, read_manifest, read_records
-from groupcoord.adapters.traces.records import decode_event
 from groupcoord.adapters.sim.simulator import simulate
+from groupcoord.adapters.traces.records import decode_event
+from groupcoord.adapters.traces.trace_files import coordinator_config, read_manifest, read_records
 from groupcoord.adapters.verify.from_trace import observed_pairs
 from groupcoord.adapters.verify.observed import split
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, Settings, verify_group
+from groupcoord.core import events as ev
 
 
 @pytest.fixture(scope="module", params=[5, 11])

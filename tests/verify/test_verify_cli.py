@@ -7,12 +7,11 @@ import subprocess
 import sys
 
 import pytest
+from verify_scripts import CONFIG, TWO_MEMBERS, planted
 
 from groupcoord.adapters.cli.main import main
 from groupcoord.adapters.verify.from_core import observe
 from groupcoord.adapters.verify.observed import dump
-
-from verify_scripts import CONFIG, TWO_MEMBERS, planted
 
 
 @pytest.fixture(scope="module")

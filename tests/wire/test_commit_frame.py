@@ -4,9 +4,9 @@ path then answers or refuses it), and writes the answer's bytes exactly as kio d
 
 from __future__ import annotations
 
+from frame_damage import damaged
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from frame_damage import damaged
 
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.protocol.schema import SchemaError

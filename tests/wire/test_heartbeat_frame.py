@@ -3,9 +3,9 @@ up on every frame it does not expect (the general path then answers or refuses i
 
 from __future__ import annotations
 
+from frame_damage import damaged
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from frame_damage import damaged
 
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.wire.fast_frames import HeartbeatReader, read_heartbeat

@@ -30,7 +30,7 @@ def server():
     yield s
     code = s.stop()
     assert code == 143, s.log_text()  # stopped by SIGTERM
-    errors = [l for l in s.lines if l.get("level") == "error"]
+    errors = [row for row in s.lines if row.get("level") == "error"]
     assert not errors, errors
 
 

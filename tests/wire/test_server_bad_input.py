@@ -27,9 +27,9 @@ from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 from server_harness import InProcessServer
 
-from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.protocol import schema
+from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.wire.log import Log
 from groupcoord.core.config import CoordinatorConfig
 
@@ -787,8 +787,8 @@ def test_still_alive_after_the_fuzz(srv):
 
 
 def test_a_protocol_listed_twice_counts_once():
-    from groupcoord.adapters.runtime.driver import Driver
     from groupcoord.adapters.protocol.translate import request_event
+    from groupcoord.adapters.runtime.driver import Driver
 
     driver = Driver(CoordinatorConfig(offsets_topic_num_partitions=1))
     body = {"group_id": "g", "session_timeout_ms": 10000, "rebalance_timeout_ms": 10000, "member_id": "",

@@ -14,14 +14,14 @@ import uuid
 import pytest
 from server_harness import InProcessServer
 
-from groupcoord.core.classic.subscription import decode_assignment, encode_assignment, encode_subscription
-from groupcoord.adapters.wire import broker_apis as apis
-from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.client.kafka_client import KafkaClient
+from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.protocol import schema
+from groupcoord.adapters.wire import broker_apis as apis
+from groupcoord.core import trace as trace_format
+from groupcoord.core.classic.subscription import decode_assignment, encode_assignment, encode_subscription
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator
-from groupcoord.core import trace as trace_format
 
 CONFIG = CoordinatorConfig(group_initial_rebalance_delay_ms=0, group_min_session_timeout_ms=100,
                            offsets_topic_num_partitions=3)
@@ -445,8 +445,8 @@ def test_a_client_vanishing_with_a_parked_join_does_not_stop_the_group(server):
 
 @pytest.mark.parametrize("version", range(0, 5))
 def test_the_heartbeat_fast_path_builds_what_request_event_builds(version):
-    from groupcoord.adapters.wire.handlers import heartbeat_event
     from groupcoord.adapters.protocol.translate import request_event
+    from groupcoord.adapters.wire.handlers import heartbeat_event
 
     body = {"group_id": "g", "generation_id": 3, "member_id": "m", "group_instance_id": "i" if version >= 3 else None}
     if version < 3:
@@ -501,6 +501,7 @@ def test_a_write_in_flight_holds_the_commit_and_the_results_behind_it():
 
 def test_a_failing_storage_fails_the_commit_not_the_server():
     import io as _io
+
     from groupcoord.adapters.wire.log import Log
 
     stream = _io.StringIO()
