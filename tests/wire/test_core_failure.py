@@ -23,8 +23,10 @@ from groupcoord.adapters.client.kafka_client import KafkaClient
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.wire.log import Log
 from groupcoord.core import events as ev
+from groupcoord.core.classic.machine import GroupMachine
 from groupcoord.core.commands import ExpirationTimer
 from groupcoord.core.config import CoordinatorConfig
+from groupcoord.core.context import Context
 from groupcoord.core.coordinator import Coordinator
 from groupcoord.core.errors import Error
 
@@ -62,16 +64,17 @@ def server():
 
 
 class Plant:
-    """Coordinator.<method> raises once, on its ``at``-th call matching ``when``, after the real
-    step ran. Every instance is planted (the new one too: it must not raise again)."""
+    """``owner.method`` (a part of the core) raises once, on its ``at``-th call whose arguments
+    match ``when``, after the real call ran. Every instance is planted (the new one too: it must
+    not raise again)."""
 
-    def __init__(self, monkeypatch, method: str, when=lambda *args: True, at: int = 1) -> None:
+    def __init__(self, monkeypatch, owner: type, method: str, when=lambda *args: True, at: int = 1) -> None:
         self.calls = 0
         self.fired = False
-        real = getattr(Coordinator, method)
+        real = getattr(owner, method)
 
-        def planted(coordinator, *args):
-            result = real(coordinator, *args)
+        def planted(instance, *args):
+            result = real(instance, *args)
             if not self.fired and when(*args):
                 self.calls += 1
                 if self.calls == at:
@@ -79,7 +82,7 @@ class Plant:
                     raise RuntimeError(f"planted failure in {method}")
             return result
 
-        monkeypatch.setattr(Coordinator, method, planted)
+        monkeypatch.setattr(owner, method, planted)
 
 
 def run(coro):
@@ -159,9 +162,9 @@ def every_request_answered(server, clients: list[KafkaClient]) -> None:
 
 
 def test_a_request_that_fails_the_core_is_answered_with_what_it_held(server, monkeypatch):
-    """b's rejoin raises in the group step, after the step completed the join phase (whose
-    answers are lost with the step). The failed instance held a's parked JoinGroup and b's
-    commit behind a held write: all three are answered NOT_COORDINATOR; the held write is
+    """b's rejoin raises in the group machine's step, after the step completed the join phase
+    (whose answers are lost with the step). The failed instance held a's parked JoinGroup and
+    b's commit behind a held write: all three are answered NOT_COORDINATOR; the held write is
     dropped with the instance (its client was never told it succeeded); the old instance's
     timers are gone; the group re-forms and the acknowledged offset is still there."""
     async def main():
@@ -178,8 +181,8 @@ def test_a_request_that_fails_the_core_is_answered_with_what_it_held(server, mon
             parked_join = await park_rejoin(server, a, a_id)
             assert server.call(lambda: server.server.controls.armed(kind="join", group_id="g"))
 
-            plant = Plant(monkeypatch, "_step", when=lambda gid, event: isinstance(event, ev.JoinGroup)
-                          and event.member_id == b_id)
+            plant = Plant(monkeypatch, GroupMachine, "step", when=lambda *args: any(
+                isinstance(a, ev.JoinGroup) and a.member_id == b_id for a in args))
             b_join = await b.request(11, join_fields(b_id), 5)
             assert plant.fired
             assert b_join["error_code"] == NOT_COORDINATOR
@@ -207,7 +210,7 @@ def test_a_request_that_fails_the_core_is_answered_with_what_it_held(server, mon
     failures = server.log_lines.events("core_error")
     assert len(failures) == 1, failures
     line = failures[0]
-    assert line["event_type"] == "JoinGroup" and line["error"] == "RuntimeError: planted failure in _step"
+    assert line["event_type"] == "JoinGroup" and line["error"] == "RuntimeError: planted failure in step"
     assert line["answered"] == 3 and line["reloading"] == [0, 1, 2]
     assert server.server.core.replaced == 1
 
@@ -227,7 +230,7 @@ def test_a_write_outcome_that_fails_the_core_releases_its_held_answers(server, m
                 assert acked["topics"][0]["partitions"][0]["error_code"] == 0
             parked_join = await park_rejoin(server, a, a_id)
 
-            plant = Plant(monkeypatch, "_finish_write")
+            plant = Plant(monkeypatch, Coordinator, "_finish_write")
             commit = await b.request(8, commit_fields(b_id, generation, 1, 43), 8)
             assert plant.fired
             assert commit["topics"][0]["partitions"][0]["error_code"] == NOT_COORDINATOR
@@ -254,7 +257,7 @@ def test_a_failed_load_is_not_loaded_again(server, monkeypatch):
     left out of the reload; the other partitions are served again."""
     core, partitions = server.server.core, server.server.partitions
     server.call(partitions.unload_partitions, {1})
-    Plant(monkeypatch, "_arm", when=lambda key, delay_ms, payload=None: key == ExpirationTimer(1))
+    Plant(monkeypatch, Context, "arm", when=lambda *args: ExpirationTimer(1) in args)
     server.call(partitions.assign_partitions, {1})  # the ownership path: marked loading, read, loaded
     server.until(lambda: core.replaced == 1, WAIT_S, "the failed instance to be replaced")
     server.until(lambda: core.coordinator.owned_partitions() == {0: "active", 2: "active"}, WAIT_S,
