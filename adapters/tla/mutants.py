@@ -36,7 +36,7 @@ from typing import Callable
 import attrs
 
 from groupcoord.core import offsets
-from groupcoord.core.classic import joining, membership
+from groupcoord.core.classic import joining, machine, membership
 from groupcoord.core.coordinator import Coordinator
 
 
@@ -311,6 +311,9 @@ MUTANTS: list[Mutant] = [
 ]
 
 
+_CORE_MODULES = (joining, membership, machine, offsets)
+
+
 @contextlib.contextmanager
 def applied(mutant: Mutant):
     """The core mutant, in place in the group machine's modules (or on the coordinator, for
@@ -331,14 +334,19 @@ def applied(mutant: Mutant):
                                      f"{indented.count(old)} times")
                 source = textwrap.dedent(indented.replace(old, new))
             namespace: dict = {}
-            module = owner if inspect.ismodule(owner) else sys.modules[owner.__module__]
+            module = sys.modules[original.__module__]  # where it is defined: its globals
             exec(compile(source, f"<mutant {mutant.name}: {method}>", "exec"), vars(module), namespace)
-            originals[method] = (owner, original)
-            setattr(owner, method, namespace[method])
+            # a function is set in every module that imported it by name (membership calls
+            # joining's complete_join as its own), a method on its class
+            holders = [m for m in _CORE_MODULES if vars(m).get(method) is original] if inspect.ismodule(owner) \
+                else [owner]
+            for holder in holders:
+                originals[(holder, method)] = original
+                setattr(holder, method, namespace[method])
         yield
     finally:
-        for method, (owner, original) in originals.items():
-            setattr(owner, method, original)
+        for (holder, method), original in originals.items():
+            setattr(holder, method, original)
 
 
 @attrs.define

@@ -271,6 +271,19 @@ def test_every_core_mutant_applies_to_the_core_as_it_is():
                 pass
 
 
+def test_a_mutated_function_is_the_one_every_importer_calls():
+    """membership imports joining's complete_join by name: a mutant of it must reach that
+    caller too (else the bug it re-creates never runs), and both come back after."""
+    from groupcoord.adapters.tla.mutants import applied
+    from groupcoord.core.classic import joining, membership
+
+    m = next(m for m in MUTANTS if m.name == "no-sync-timer")
+    before = joining.complete_join
+    with applied(m):
+        assert membership.complete_join is joining.complete_join is not before
+    assert membership.complete_join is joining.complete_join is before
+
+
 def test_trace_validation_checks_action_properties(setup):
     """Trace validation checks the spec's action properties on every step, not only its
     invariants on every line (issue 17 §6): the generated configuration lists every conjunct of
