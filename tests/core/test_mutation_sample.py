@@ -16,7 +16,7 @@ from paths import TESTS
 pytestmark = pytest.mark.mutation
 
 SAMPLE, SEED = 40, 1
-TIMEOUT_S = 300
+TIMEOUT_S = 540  # 270-295 s measured beside two other workers; pytest-timeout stops it at 600
 
 
 def test_a_fixed_sample_of_mutants_is_killed(tmp_path):
