@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from groupcoord.adapters.client.assignors import AssignorError, decode_assignment
 from groupcoord.adapters.runtime.runner import CommandRunner
-from groupcoord.adapters.runtime.timers import TimerTable
 from groupcoord.adapters.traces.records import GroupRecorder, TraceColumns
 from groupcoord.core import events as ev
 from groupcoord.core.classic.states import STABLE
@@ -20,6 +19,7 @@ from groupcoord.core.commands import GroupMetadataRecord, Write
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator, partition_for
 from groupcoord.core.errors import Error
+from groupcoord.core.timers import TimerTable
 
 if TYPE_CHECKING:
     from groupcoord.adapters.sim.consumer import Consumer

@@ -41,7 +41,6 @@ from typing import Any, Callable
 
 from groupcoord.adapters.runtime.alarm import Alarm
 from groupcoord.adapters.runtime.runner import CommandRunner
-from groupcoord.adapters.runtime.timers import TimerTable
 from groupcoord.adapters.wire.kafka_lines import KafkaGroupLog
 from groupcoord.adapters.wire.log import GroupStateLog
 from groupcoord.adapters.wire.watch import Changes
@@ -50,6 +49,7 @@ from groupcoord.core.commands import Write
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.coordinator import Coordinator, CoordinatorFailed
 from groupcoord.core.errors import Error
+from groupcoord.core.timers import TimerTable
 
 
 class CoreLoop:
