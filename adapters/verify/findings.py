@@ -201,12 +201,16 @@ PEERS: dict[str, str] = {
     "SyncGroup v5 answer: given vs none (waits)": "spec/peers.md, Tansu 0.6.0 row 12",
     "Heartbeat v4 error_code: UNKNOWN_MEMBER_ID (25) vs REBALANCE_IN_PROGRESS (27)": "spec/peers.md, Tansu 0.6.0 "
                                                                                       "row 13",
-    "JoinGroup v9 answer: an answer vs the connection closed": "spec/peers.md, Tansu 0.6.0 row 14",
+    **{f"JoinGroup v{v} answer: an answer vs the connection closed": "spec/peers.md, Tansu 0.6.0 row 14"
+       for v in (3, 4, 7, 9)},
     'DescribeGroups v5 groups[].group_state: "Empty" vs "Assigning"': "spec/peers.md, Tansu 0.6.0 row 15",
     **{f"OffsetCommit v{v} topics[].partitions[].error_code: NONE (0) vs UNKNOWN_MEMBER_ID (25)": "spec/peers.md, "
        "Tansu 0.6.0 row 16" for v in (5, 7, 8, 9)},
-    "JoinGroup v9 error_code: MEMBER_ID_REQUIRED (79) vs INCONSISTENT_GROUP_PROTOCOL (23)": "spec/peers.md, Tansu 0.6.0 "
-                                                                                          "row 17",
+    **{f"JoinGroup v{v} error_code: MEMBER_ID_REQUIRED (79) vs INCONSISTENT_GROUP_PROTOCOL (23)": "spec/peers.md, "
+       "Tansu 0.6.0 row 17" for v in (6, 9)},
+    "JoinGroup v2 error_code: NONE (0) vs INCONSISTENT_GROUP_PROTOCOL (23)": "spec/peers.md, Tansu 0.6.0 row 17",
+    'DescribeGroups v5 groups[].group_state: "CompletingRebalance" vs "Unknown"': "spec/peers.md, Tansu 0.6.0 row 18",
+    "Heartbeat v4 answer: an answer vs the connection closed": "spec/peers.md, Tansu 0.6.0 row 19",
     **{f"OffsetFetch v{v} topics[].partitions[].committed_leader_epoch: -1 vs 0": "spec/peers.md, librdkafka's "
        "mock row 4" for v in (5, 6)},
     'OffsetFetch v4 topics[].partitions[].metadata: "" vs null': "spec/peers.md, librdkafka's mock row 4",
