@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..commands import CancelTimer, Respond, SetTimer
 from ..config import CoordinatorConfig
+from ..context import Context
 from ..partitioning import partition_for
 from .draft import GroupDraft
 from .model import Group
@@ -28,8 +28,11 @@ class Step:
         self.result = result  # the operation's own response (LeaveGroup), answered behind writes
 
 
-class StepContext:
-    __slots__ = ("config", "now", "group", "draft", "out", "records")
+class StepContext(Context):
+    """The coordinator's ``Context`` (time, output: ``respond``, ``arm``, ``cancel``) with the
+    group, its draft and the records of one input."""
+
+    __slots__ = ("config", "group", "draft", "records")
 
     def __init__(self, config: CoordinatorConfig, group: Group | None, now_ms: int) -> None:
         self.config = config
@@ -58,16 +61,7 @@ class StepContext:
                            partition=partition_for(group_id, self.config.offsets_topic_num_partitions))
         return self.group
 
-    # ------------------------------------------------------------------ output
-
-    def respond(self, request_id, response) -> None:
-        self.out.append(Respond(request_id, response))
-
-    def arm(self, key, delay_ms: int, payload=None) -> None:
-        self.out.append(SetTimer(key, self.now + delay_ms, payload))
-
-    def cancel(self, key) -> None:
-        self.out.append(CancelTimer(key))
+    # ------------------------------------------------------------------ records
 
     def append(self, record, continuation=None) -> None:
         self.records.append((record, continuation))
