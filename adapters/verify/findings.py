@@ -86,6 +86,17 @@ def main_mismatch(found: Iterable[tuple[str, Any, Any]]) -> tuple[str, Any, Any]
     return min(errors or found, key=lambda m: (m[0].count("[]"), m[0]))
 
 
+def closest_mismatch(allowed: Iterable[Any], broker: Any) -> tuple[str, Any, Any] | None:
+    """The mismatch a divergence is named by: that of the answer the spec allows which is
+    closest to the broker's (fewest differing fields; ties by the answer's text). The execution
+    that explains the most of a recording may answer the failing request in a way further from
+    the broker than another execution's; the finding is how near the broker came, so two runs
+    reaching the same fault name it alike."""
+    best = min(((len(found := mismatches(a, broker)), json.dumps(a, sort_keys=True), found) for a in allowed),
+               default=None, key=lambda t: (t[0], t[1]))
+    return None if best is None or not best[0] else main_mismatch(best[2])
+
+
 def signature(api: str, version: int, field: str, spec: Any, broker: Any) -> str:
     return f"{api} v{version} {field}: {value_text(field, spec)} vs {value_text(field, broker)}"
 

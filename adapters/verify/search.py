@@ -33,7 +33,7 @@ from groupcoord.adapters.verify.compare import (
     differences,
     observed_view,
 )
-from groupcoord.adapters.verify.findings import main_mismatch, mismatches
+from groupcoord.adapters.verify.findings import closest_mismatch, main_mismatch, mismatches
 from groupcoord.adapters.verify.observed import Obs
 from groupcoord.adapters.verify.open_values import settle
 from groupcoord.core import events as ev
@@ -108,6 +108,7 @@ class _Failure(Exception):
         self.pos, self.why, self.core = pos, why, core
         self.field, self.spec, self.broker = field, spec, broker
         self.undecided: str | None = None  # why this failure decides nothing (an answer not read)
+        self.content = False  # the answer came and says something else than the spec's
 
 
 class _Budget(Exception):
@@ -479,7 +480,9 @@ class _Search:
                 continue
             if got != self.want[p]:  # what differs first: a wrong answer is wrong whenever it came
                 field, spec, broker = main_mismatch(mismatches(got, self.want[p])) or ("answer", "", "")
-                raise _Failure(p, "; ".join(differences(got, self.want[p])), got, field, spec, broker)
+                failure = _Failure(p, "; ".join(differences(got, self.want[p])), got, field, spec, broker)
+                failure.content = True
+                raise failure
             if p in self.late:  # keep_going: its timing taken as given, what it says compared above
                 answered.add(p)
                 continue
@@ -569,6 +572,12 @@ class _Search:
         if f.undecided is not None:
             return Verdict(self.gid, INCONCLUSIVE, f.undecided, len(self.unit), self.nodes, line=obs.index)
         detail = f"{obs.api} v{obs.version} (line {obs.index}): {f.why}"
+        mismatch = (f.field, f.spec, f.broker)
+        if f.content:  # named by the allowed answer nearest the broker's, whichever execution gave it
+            closest = closest_mismatch((json.loads(a) for a in self.allowed.get(f.pos, ())), self.want[f.pos])
+            if closest is not None and closest != mismatch:
+                mismatch = closest
+                detail += f"; the allowed answer nearest the broker's differs in {closest[0]}"
         if self.moved:
             detail += ("; the broker's answers say its coordinator moved or its log failed, which the trace "
                        "cannot show")
@@ -576,7 +585,7 @@ class _Search:
                        line=obs.index, observed=obs.response, allowed=tuple(sorted(self.allowed.get(f.pos, ()))),
                        excerpt=tuple(self.unit[p].index for p in path if isinstance(p, int)),
                        steps=tuple(self._words(p) for p in path),
-                       mismatch=(obs.api, obs.version, f.field, f.spec, f.broker))
+                       mismatch=(obs.api, obs.version, *mismatch))
 
 
 def _refused_for_an_id(obs: Obs) -> bool:

@@ -190,3 +190,24 @@ def test_keep_going_takes_a_refused_join_as_the_refusal_left_the_group():
     v = verify_group("g", kept, settings, keep_going=True)
     assert [signature_of(f) for f in v.more] == \
         ["DeleteGroups v2 results[].error_code: NONE (0) vs NON_EMPTY_GROUP (68)"], [signature_of(f) for f in v.more]
+
+
+def test_a_divergence_is_named_by_the_allowed_answer_nearest_the_brokers():
+    """Tansu's first generation (spec/peers.md row 2), as a 120-example probe met it: the execution
+    that explained the most answered the rejoin UNKNOWN_MEMBER_ID, another the same join NONE with
+    generation 1. The finding is the nearer one, generation 1 vs 0, so every run reaching that fault
+    names it alike (the furthest answer would have named it UNKNOWN_MEMBER_ID (25) vs NONE (0))."""
+    from groupcoord.adapters.verify.findings import closest_mismatch, main_mismatch, mismatches
+
+    member = {"member_id": "c1", "group_instance_id": None, "metadata": "0001"}
+    broker = {"error_code": 0, "generation_id": 0, "leader": "c1", "member_id": "c1", "members": [member],
+              "protocol_name": "range", "protocol_type": "consumer", "skip_assignment": False}
+    refused = {**broker, "error_code": 25, "generation_id": -1, "leader": "", "members": [], "protocol_name": None,
+               "protocol_type": None}
+    first = {**broker, "generation_id": 1}
+    with_two = {**first, "members": [member, {**member, "member_id": "c2"}]}
+    assert main_mismatch(mismatches(refused, broker)) == ("error_code", 25, 0)
+    assert closest_mismatch([refused, with_two, first], broker) == ("generation_id", 1, 0)
+    assert closest_mismatch([refused, with_two], broker) == ("generation_id", 1, 0)
+    assert closest_mismatch([refused], broker) == ("error_code", 25, 0)
+    assert closest_mismatch([refused, broker], broker) is None and closest_mismatch([], broker) is None
