@@ -96,7 +96,26 @@ class ExpirationTimer(NamedTuple):
     kind: str = "expire"
 
 
-TIMER_KEYS = (HeartbeatTimer, JoinTimer, SyncTimer, ExpirationTimer)
+class SessionTimer(NamedTuple):
+    """A consumer group member's session timeout (KIP-848); fires as the member's fencing."""
+
+    partition: int
+    group_id: str
+    member_id: str
+    kind: str = "session"
+
+
+class RebalanceTimer(NamedTuple):
+    """A consumer group member's rebalance timeout: armed when it must revoke partitions, its
+    payload the member epoch it must leave in time; fires as the member's fencing."""
+
+    partition: int
+    group_id: str
+    member_id: str
+    kind: str = "rebalance"
+
+
+TIMER_KEYS = (HeartbeatTimer, JoinTimer, SyncTimer, ExpirationTimer, SessionTimer, RebalanceTimer)
 _KEY_BY_KIND = {key_type._field_defaults["kind"]: key_type for key_type in TIMER_KEYS}
 
 
@@ -349,3 +368,58 @@ class Coordinator:
 @frozen
 class FindCoordinatorResponse:
     coordinators: tuple[Coordinator, ...]
+
+
+# --- KIP-848: ConsumerGroupHeartbeat and ConsumerGroupDescribe ------------------------------
+
+TopicPartitions = tuple  # ((topic id, (partition, ...)), ...), topic ids and partitions sorted
+
+
+@frozen(kw_only=True)
+class ConsumerGroupHeartbeatResponse:
+    error_code: Error = Error.NONE
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = 0
+    heartbeat_interval_ms: int = 0
+    assignment: TopicPartitions | None = None  # None: not sent (unchanged, partial request)
+
+
+@frozen
+class DescribedTopicPartitions:
+    topic_id: str
+    topic_name: str
+    partitions: tuple[int, ...]
+
+
+@frozen(kw_only=True)
+class DescribedConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: tuple[DescribedTopicPartitions, ...]
+    target_assignment: tuple[DescribedTopicPartitions, ...]
+    member_type: int = 1  # v1: 1 consumer protocol, 0 classic protocol (-1 unknown)
+
+
+@frozen(kw_only=True)
+class DescribedConsumerGroup:
+    error_code: Error = Error.NONE
+    error_message: str | None = None
+    group_id: str | None
+    group_state: str = ""
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[DescribedConsumerMember, ...] = ()
+    authorized_operations: int = -2147483648
+
+
+@frozen
+class ConsumerGroupDescribeResponse:
+    groups: tuple[DescribedConsumerGroup, ...]

@@ -29,6 +29,10 @@ class CoordinatorConfig:
     node_id: int = 0
     advertised_host: str = "127.0.0.1"
     advertised_port: int = 9092
+    # KIP-848's consumer groups (GroupCoordinatorConfig's group.consumer.*)
+    group_consumer_session_timeout_ms: int = 45_000
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = 2_147_483_647
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -58,6 +62,10 @@ class CoordinatorConfig:
             raise ConfigError(
                 "group.max.session.timeout.ms must be at least group.min.session.timeout.ms, got "
                 f"{self.group_max_session_timeout_ms} < {self.group_min_session_timeout_ms}")
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise ConfigError(
+                "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms, got "
+                f"{self.group_consumer_heartbeat_interval_ms} >= {self.group_consumer_session_timeout_ms}")
 
     def to_kafka(self) -> dict[str, Any]:
         return {name: getattr(self, field) for name, field in KAFKA_NAMES.items()}
@@ -76,6 +84,9 @@ KAFKA_NAMES = {
     "node.id": "node_id",
     "advertised.host": "advertised_host",
     "advertised.port": "advertised_port",
+    "group.consumer.session.timeout.ms": "group_consumer_session_timeout_ms",
+    "group.consumer.heartbeat.interval.ms": "group_consumer_heartbeat_interval_ms",
+    "group.consumer.max.size": "group_consumer_max_size",
 }
 
 # Kafka's ranges (atLeast(1) in GroupCoordinatorConfig), plus non-negative timeouts.
@@ -90,6 +101,9 @@ _MINIMUM = {
     "offsets.commit.timeout.ms": 1,
     "node.id": 0,
     "advertised.port": 0,
+    "group.consumer.session.timeout.ms": 1,
+    "group.consumer.heartbeat.interval.ms": 1,
+    "group.consumer.max.size": 1,
 }
 
 

@@ -133,6 +133,42 @@ class FindCoordinator(Request):
 
 
 @frozen(kw_only=True)
+class ConsumerGroupHeartbeat(Request):
+    """KIP-848's heartbeat (API 68). Lists the request leaves null are None (not sent: "no
+    change"), so a full request is told from a partial one. Partitions are named by topic id."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    topic_partitions: tuple[tuple[str, tuple[int, ...]], ...] | None = None
+    # v0 lets the coordinator choose a joining member's id (Kafka: a random UUID); an input,
+    # so the core stays deterministic. From v1 the client sends its own.
+    new_member_uuid: str = ""
+
+
+@frozen(kw_only=True)
+class ConsumerGroupDescribe(Request):
+    group_ids: tuple[str | None, ...]
+    include_authorized_operations: bool = False
+
+
+@frozen(kw_only=True)
+class TopicsChanged:
+    """The cluster's topics as the coordinator's metadata image: ``(name, topic id, partition
+    count)`` for every topic. Consumer groups assign partitions of these; a group whose
+    subscribed topics changed rebalances at its next heartbeat (a new group epoch)."""
+
+    now_ms: int
+    topics: tuple[tuple[str, str, int], ...]
+
+
+@frozen(kw_only=True)
 class TimerFired:
     """A timer the coordinator armed with SetTimer reached its deadline (and was not replaced
     or cancelled since). ``payload`` is the one given with SetTimer."""
@@ -176,5 +212,6 @@ class UnloadPartition:
 REQUEST_TYPES: dict[str, type[Request]] = {
     cls.__name__: cls
     for cls in (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch,
-                DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, FindCoordinator)
+                DescribeGroups, ListGroups, DeleteGroups, OffsetDelete, FindCoordinator,
+                ConsumerGroupHeartbeat, ConsumerGroupDescribe)
 }

@@ -1,0 +1,1 @@
+"""KIP-848's consumer group (Kafka's ``ConsumerGroup``, the ConsumerGroupHeartbeat protocol): its data (``model``), the server-side assignors (``assignors``), the reconciliation of one member (``reconcile``) and the machine that alone changes a group (``machine``)."""
