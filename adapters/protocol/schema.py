@@ -1,8 +1,11 @@
-"""Request/response field facts for the 11 Kafka group-coordination APIs.
+"""Request/response field facts for the 13 Kafka group-coordination APIs (the classic
+protocol's eleven, and KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe).
 
 The table below was derived from Apache Kafka's JSON message schemas (commit
-1eb7644349cb07139d6a3c1ad1986979647cac99); it records facts only: field
-names (snake_case), types, version ranges, nullable ranges, defaults and
+1eb7644349cb07139d6a3c1ad1986979647cac99; KIP-848's two APIs from a newer commit,
+aed0d799945379703d9b7d155691993f0fffe746, where ConsumerGroupHeartbeat v1 adds
+SubscribedTopicRegex and ConsumerGroupDescribe v1 adds the member's MemberType); it records
+facts only: field names (snake_case), types, version ranges, nullable ranges, defaults and
 the first flexible version.  None of these schemas has tagged fields.
 
 Table notation, per API::
@@ -16,16 +19,42 @@ A field is ``(name, versions, type[, nullable[, default]])``:
 
 * ``versions`` / ``nullable`` are version ranges: ``(lo,)`` means lo and up,
   ``(lo, hi)`` is inclusive; ``nullable`` None means never nullable.
-* ``type`` is "i8" "i16" "i32" "i64" "str" "bytes" "bool" "[i32]" "[str]",
-  or a list of fields for an array of structs.
+* ``type`` is "i8" "i16" "i32" "i64" "str" "bytes" "bool" "uuid" "[i32]" "[str]",
+  a list of fields for an array of structs, or ``Struct([fields])`` for one nested
+  struct (not an array).  A "uuid" value is a ``uuid.UUID``; None stands for the
+  all-zero uuid (kio reads it as None), which is also its zero.
 * ``default`` is the schema's explicit default; without one the type's zero
-  is used (0, "", b"", False, []).
+  is used (0, "", b"", False, the zero uuid, [], a struct of its fields' defaults).
 
 SCHEMA_VERSIONS holds each schema's own version range; SUPPORTED_VERSIONS is
 the range this project accepts (clipped to the schema's).
 """
 
+import uuid
+
 from groupcoord.adapters.protocol import codec
+
+
+class Struct(tuple):
+    """A field's type when it is one nested struct (Kafka: a field whose type names a struct,
+    not ``[]``): the struct's fields."""
+
+
+ZERO_UUID = uuid.UUID(int=0)
+
+# KIP-848's partitions by topic id, as ConsumerGroupHeartbeat's request and response name them.
+_TOPIC_ID_PARTITIONS = [
+    ("topic_id", (0,), "uuid"),
+    ("partitions", (0,), "[i32]"),
+]
+# ConsumerGroupDescribe's member assignments: the topic's name too.
+_DESCRIBED_ASSIGNMENT = Struct([
+    ("topic_partitions", (0,), [
+        ("topic_id", (0,), "uuid"),
+        ("topic_name", (0,), "str"),
+        ("partitions", (0,), "[i32]"),
+    ]),
+])
 
 SCHEMAS = {
     "JoinGroup": ((0, 9), 6, [
@@ -252,6 +281,57 @@ SCHEMAS = {
             ("error_message", (4,), "str", (4,)),
         ]),
     ]),
+    "ConsumerGroupHeartbeat": ((0, 1), 0, [
+        ("group_id", (0,), "str"),
+        ("member_id", (0,), "str"),
+        ("member_epoch", (0,), "i32"),
+        ("instance_id", (0,), "str", (0,), None),
+        ("rack_id", (0,), "str", (0,), None),
+        ("rebalance_timeout_ms", (0,), "i32", None, -1),
+        ("subscribed_topic_names", (0,), "[str]", (0,), None),
+        ("subscribed_topic_regex", (1,), "str", (1,), None),
+        ("server_assignor", (0,), "str", (0,), None),
+        ("topic_partitions", (0,), _TOPIC_ID_PARTITIONS, (0,), None),
+    ], [
+        ("throttle_time_ms", (0,), "i32"),
+        ("error_code", (0,), "i16"),
+        ("error_message", (0,), "str", (0,), None),
+        ("member_id", (0,), "str", (0,), None),
+        ("member_epoch", (0,), "i32"),
+        ("heartbeat_interval_ms", (0,), "i32"),
+        ("assignment", (0,), Struct([
+            ("topic_partitions", (0,), _TOPIC_ID_PARTITIONS),
+        ]), (0,), None),
+    ]),
+    "ConsumerGroupDescribe": ((0, 1), 0, [
+        ("group_ids", (0,), "[str]"),
+        ("include_authorized_operations", (0,), "bool"),
+    ], [
+        ("throttle_time_ms", (0,), "i32"),
+        ("groups", (0,), [
+            ("error_code", (0,), "i16"),
+            ("error_message", (0,), "str", (0,), None),
+            ("group_id", (0,), "str"),
+            ("group_state", (0,), "str"),
+            ("group_epoch", (0,), "i32"),
+            ("assignment_epoch", (0,), "i32"),
+            ("assignor_name", (0,), "str"),
+            ("members", (0,), [
+                ("member_id", (0,), "str"),
+                ("instance_id", (0,), "str", (0,), None),
+                ("rack_id", (0,), "str", (0,), None),
+                ("member_epoch", (0,), "i32"),
+                ("client_id", (0,), "str"),
+                ("client_host", (0,), "str"),
+                ("subscribed_topic_names", (0,), "[str]"),
+                ("subscribed_topic_regex", (0,), "str", (0,), None),
+                ("assignment", (0,), _DESCRIBED_ASSIGNMENT),
+                ("target_assignment", (0,), _DESCRIBED_ASSIGNMENT),
+                ("member_type", (1,), "i8", None, -1),
+            ]),
+            ("authorized_operations", (0,), "i32", None, -2147483648),
+        ]),
+    ]),
 }
 
 _PROJECT_VERSIONS = {
@@ -259,6 +339,7 @@ _PROJECT_VERSIONS = {
     "LeaveGroup": (0, 5), "OffsetCommit": (2, 9), "OffsetFetch": (1, 9),
     "DescribeGroups": (0, 5), "ListGroups": (0, 5), "DeleteGroups": (0, 2),
     "OffsetDelete": (0, 0), "FindCoordinator": (0, 6),
+    "ConsumerGroupHeartbeat": (0, 1), "ConsumerGroupDescribe": (0, 1),
 }
 
 API_NAMES = tuple(SCHEMAS)
@@ -272,8 +353,8 @@ SUPPORTED_VERSIONS = {
 }
 
 _INT_BITS = {"i8": 8, "i16": 16, "i32": 32, "i64": 64}
-_ZERO = {"i8": 0, "i16": 0, "i32": 0, "i64": 0, "str": "", "bytes": b"", "bool": False}
-_PYTYPE = {"str": str, "bytes": bytes, "bool": bool}
+_ZERO = {"i8": 0, "i16": 0, "i32": 0, "i64": 0, "str": "", "bytes": b"", "bool": False, "uuid": ZERO_UUID}
+_PYTYPE = {"str": str, "bytes": bytes, "bool": bool, "uuid": uuid.UUID}
 
 
 class SchemaError(ValueError):
@@ -291,6 +372,8 @@ def _fmt(rng):
 
 
 def _zero(typ):
+    if isinstance(typ, Struct):
+        return {f[0]: _default(f) for f in typ}
     return [] if isinstance(typ, list) or typ.startswith("[") else _ZERO[typ]
 
 
@@ -316,8 +399,14 @@ def _value(ctx, v, field, value, where, response):
         nullable = field[3] if len(field) > 3 else None
         if _in(nullable, v):
             return None
+        if typ == "uuid":
+            return ZERO_UUID  # kio reads the all-zero uuid as None
         if response and typ != "bool" and typ not in _INT_BITS:
+            if isinstance(typ, Struct):
+                return _build(ctx, v, typ, {}, where + ".", response)
             return _zero(typ)  # non-nullable str/bytes/array here: send it empty
+    if isinstance(typ, Struct):
+        return _build(ctx, v, typ, value, where + ".", response)
         raise SchemaError("%s: %s may not be None in v%d (nullable: %s)"
                           % (ctx, where, v, _fmt(nullable) if nullable else "never"))
     if not isinstance(typ, str) or typ.startswith("["):

@@ -9,6 +9,7 @@ FindCoordinator before v4) and keeps exactly that version's fields.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import attrs
@@ -16,6 +17,8 @@ import attrs
 from groupcoord.adapters.protocol import schema
 from groupcoord.core import events as ev
 from groupcoord.core.commands import (
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatResponse,
     FindCoordinatorResponse,
     LeaveGroupResponse,
     OffsetFetchResponse,
@@ -86,6 +89,19 @@ def request_event(api: str, version: int, body: dict, *, request_id: Any, now_ms
     if api == "FindCoordinator":
         keys = (b["key"],) if version < 4 else tuple(b["coordinator_keys"])
         return ev.FindCoordinator(**common, key_type=b.get("key_type", 0), coordinator_keys=keys)
+    if api == "ConsumerGroupHeartbeat":
+        names, owned = b["subscribed_topic_names"], b["topic_partitions"]
+        return ev.ConsumerGroupHeartbeat(
+            **common, group_id=b["group_id"], member_id=b["member_id"], member_epoch=b["member_epoch"],
+            instance_id=b["instance_id"], rack_id=b["rack_id"], rebalance_timeout_ms=b["rebalance_timeout_ms"],
+            subscribed_topic_names=None if names is None else tuple(names),
+            subscribed_topic_regex=b.get("subscribed_topic_regex"), server_assignor=b["server_assignor"],
+            topic_partitions=None if owned is None else tuple(
+                (str(t["topic_id"]), tuple(t["partitions"])) for t in owned),
+            new_member_uuid=new_member_uuid)
+    if api == "ConsumerGroupDescribe":
+        return ev.ConsumerGroupDescribe(**common, group_ids=tuple(b["group_ids"]),
+                                        include_authorized_operations=b["include_authorized_operations"])
     raise schema.SchemaError(f"unknown API {api!r}")
 
 
@@ -148,13 +164,72 @@ def request_body(event: ev.Request) -> tuple[str, dict]:
             if len(event.coordinator_keys) != 1:
                 raise schema.SchemaError(f"FindCoordinator v{v} names one key, not {len(event.coordinator_keys)}")
             b = dict(key_type=event.key_type, key=event.coordinator_keys[0])
+    elif isinstance(event, ev.ConsumerGroupHeartbeat):
+        b = dict(group_id=event.group_id, member_id=event.member_id, member_epoch=event.member_epoch,
+                 instance_id=event.instance_id, rack_id=event.rack_id,
+                 rebalance_timeout_ms=event.rebalance_timeout_ms,
+                 subscribed_topic_names=(None if event.subscribed_topic_names is None
+                                         else list(event.subscribed_topic_names)),
+                 server_assignor=event.server_assignor,
+                 topic_partitions=None if event.topic_partitions is None else _id_partitions(event.topic_partitions))
+        if v >= 1:
+            b["subscribed_topic_regex"] = event.subscribed_topic_regex
+        elif event.subscribed_topic_regex is not None:
+            raise schema.SchemaError(f"ConsumerGroupHeartbeat v{v} has no subscribed_topic_regex")
+    elif isinstance(event, ev.ConsumerGroupDescribe):
+        b = dict(group_ids=list(event.group_ids), include_authorized_operations=event.include_authorized_operations)
     else:
         raise schema.SchemaError(f"not a request: {api}")
     return api, schema.shape_request(api, v, b)
 
 
+def _topic_uuid(topic_id: str) -> uuid.UUID:
+    """A core topic id (``str(uuid.UUID)``) as the wire's uuid."""
+    return uuid.UUID(topic_id)
+
+
+def _id_partitions(assignment) -> list:
+    """``((topic id, (partition, ...)), ...)`` as the wire's TopicPartitions entries."""
+    return [{"topic_id": _topic_uuid(t), "partitions": list(ps)} for t, ps in assignment]
+
+
+def _described_assignment(topics) -> dict:
+    return {"topic_partitions": [{"topic_id": _topic_uuid(t.topic_id), "topic_name": t.topic_name,
+                                  "partitions": list(t.partitions)} for t in topics]}
+
+
+def _consumer_heartbeat_fields(r: ConsumerGroupHeartbeatResponse) -> dict:
+    return {"throttle_time_ms": 0, "error_code": int(r.error_code), "error_message": r.error_message,
+            "member_id": r.member_id, "member_epoch": r.member_epoch,
+            "heartbeat_interval_ms": r.heartbeat_interval_ms,
+            # None: the Assignment field is null (unchanged); () is an empty assignment
+            "assignment": None if r.assignment is None else {"topic_partitions": _id_partitions(r.assignment)}}
+
+
+def _consumer_describe_fields(r: ConsumerGroupDescribeResponse) -> dict:
+    return {"throttle_time_ms": 0, "groups": [{
+        "error_code": int(g.error_code), "error_message": g.error_message, "group_id": g.group_id,
+        "group_state": g.group_state, "group_epoch": g.group_epoch, "assignment_epoch": g.assignment_epoch,
+        "assignor_name": g.assignor_name, "authorized_operations": g.authorized_operations,
+        "members": [{
+            "member_id": m.member_id, "instance_id": m.instance_id, "rack_id": m.rack_id,
+            "member_epoch": m.member_epoch, "client_id": m.client_id, "client_host": m.client_host,
+            "subscribed_topic_names": list(m.subscribed_topic_names),
+            "subscribed_topic_regex": m.subscribed_topic_regex,
+            "assignment": _described_assignment(m.assignment),
+            "target_assignment": _described_assignment(m.target_assignment),
+            "member_type": m.member_type,
+        } for m in g.members],
+    } for g in r.groups]}
+
+
 def response_fields(api: str, version: int, response) -> dict:
-    """The response as Kafka's fields at ``version`` (error codes as numbers, bytes as bytes)."""
+    """The response as Kafka's fields at ``version`` (error codes as numbers, bytes as bytes;
+    KIP-848's topic ids, ``str(uuid)`` in the core, as ``uuid.UUID``)."""
+    if isinstance(response, ConsumerGroupHeartbeatResponse):
+        return schema.shape_response(api, version, _consumer_heartbeat_fields(response))
+    if isinstance(response, ConsumerGroupDescribeResponse):
+        return schema.shape_response(api, version, _consumer_describe_fields(response))
     body = _plain(attrs.asdict(response, recurse=True))
     if isinstance(response, LeaveGroupResponse) and version < 3 and body["error_code"] == 0:
         body["error_code"] = next((m["error_code"] for m in body["members"] if m["error_code"]), 0)

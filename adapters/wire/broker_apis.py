@@ -135,6 +135,13 @@ class TopicCatalog:
         """A stable, non-zero id per name (librdkafka fetches by topic id from Fetch v13)."""
         return uuid.uuid5(_TOPIC_NAMESPACE, name)
 
+    def image(self) -> tuple[tuple[str, str, int], ...]:
+        """The topics as the core's metadata image (``TopicsChanged.topics``): ``(name, topic id
+        as str(uuid), partition count)``, by name. An ``open`` catalog's topics that were never
+        named are not in it."""
+        return tuple((name, str(self.topic_id(name)), count) for name, count in sorted(self.topics.items())
+                     if count is not None)
+
     def name_of(self, topic_id: uuid.UUID | None) -> str | None:
         if topic_id is None:
             return None

@@ -32,11 +32,18 @@ left the instance half-updated, and the instance refuses every later event
 
 Nothing else sees the failure: the request handler, the timers and the write outcomes carry
 on with the new instance.
+
+KIP-848's consumer groups assign partitions on the server, from the topics image the core is
+fed as ``TopicsChanged`` (``topics``: the catalog's topics as ``(name, topic id, partitions)``):
+every instance gets it when it starts, before any other event, and again whenever the image
+changes (``topics_changed``: a topic auto-created). A core that does not handle an event kind
+yet (``core_handles``) is never fed one: the request handler answers such requests itself.
 """
 
 from __future__ import annotations
 
 import traceback
+from functools import lru_cache
 from typing import Any, Callable
 
 from groupcoord.adapters.runtime.alarm import Alarm
@@ -51,11 +58,34 @@ from groupcoord.core.coordinator import Coordinator, CoordinatorFailed
 from groupcoord.core.errors import Error
 from groupcoord.core.timers import TimerTable
 
+_SAMPLES: dict[type, Any] = {
+    ev.TopicsChanged: ev.TopicsChanged(now_ms=0, topics=()),
+    ev.ConsumerGroupHeartbeat: ev.ConsumerGroupHeartbeat(request_id=None, now_ms=0, version=1, group_id="g",
+                                                         member_id="m", member_epoch=0),
+    ev.ConsumerGroupDescribe: ev.ConsumerGroupDescribe(request_id=None, now_ms=0, version=1, group_ids=("g",)),
+}
+
+
+@lru_cache(maxsize=None)
+def core_handles(kind: type) -> bool:
+    """Whether ``Coordinator.handle`` takes events of ``kind`` (KIP-848's are being added to the
+    core): a throwaway instance is given a sample; one that has no handler for the kind fails
+    with the KeyError of its handler table. Only the public interface is used."""
+    try:
+        Coordinator(CoordinatorConfig()).handle(_SAMPLES[kind])
+    except CoordinatorFailed as e:
+        cause = e.__cause__
+        return not (isinstance(cause, KeyError) and cause.args == (kind,))
+    return True
+
+
+TopicsImage = tuple  # ((name, topic id as str(uuid), partition count), ...), sorted by name
+
 
 class CoreLoop:
     def __init__(self, config: CoordinatorConfig, clock: Any, log: Any, pipeline: Any,
                  respond: Callable[[Any, Any], None], recorder: Any = None, changes: Changes | None = None,
-                 kafka_log: KafkaGroupLog | None = None) -> None:
+                 kafka_log: KafkaGroupLog | None = None, topics: Callable[[], TopicsImage] | None = None) -> None:
         self.config = config
         self.changes = changes if changes is not None else Changes()
         self.events_handled = 0  # by every coordinator instance of this loop
@@ -79,6 +109,8 @@ class CoreLoop:
         self.answer_parked: Callable[[Error], int] | None = None
         self.reload_partitions: Callable[[set[int]], None] | None = None
         self.replaced = 0  # failed instances replaced so far
+        self.topics = topics  # the topics image the core is fed (None: none)
+        self._topics_fed: TopicsImage | None = None  # the image the current instance was last given
 
     def start(self, config: CoordinatorConfig | None = None) -> None:
         """A fresh coordinator instance (on ``config``, if given), and the runner that carries
@@ -92,6 +124,19 @@ class CoreLoop:
         self.timers = self.runner.timers
         self.groups.reset()
         self.kafka_log.reset()
+        self._topics_fed = None
+        self.topics_changed()
+
+    def topics_changed(self) -> None:
+        """Feed the core the topics image if it differs from the one it was last given (each
+        new instance: always, first)."""
+        if self.topics is None or not core_handles(ev.TopicsChanged):
+            return
+        image = self.topics()
+        if image == self._topics_fed:
+            return
+        self._topics_fed = image
+        self.dispatch(ev.TopicsChanged(now_ms=self.clock.now_ms(), topics=image))
 
     def dispatch(self, event: Any) -> None:
         """Handle ``event``, feed the write outcomes known by now, set the alarm."""

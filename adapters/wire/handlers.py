@@ -23,10 +23,10 @@ from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.protocol.schema import SchemaError
 from groupcoord.adapters.protocol.translate import request_event
 from groupcoord.adapters.wire import broker_apis as apis
-from groupcoord.adapters.wire.core_loop import CoreLoop
+from groupcoord.adapters.wire.core_loop import CoreLoop, core_handles
 from groupcoord.adapters.wire.fast_frames import HEARTBEAT_KEY, OFFSET_COMMIT_KEY, HeartbeatReader, read_offset_commit
 from groupcoord.adapters.wire.options import ServerOptions
-from groupcoord.adapters.wire.replies import Replies
+from groupcoord.adapters.wire.replies import Replies, consumer_protocol_error
 from groupcoord.core import events as ev
 from groupcoord.core.commands import Coordinator as CoordinatorEndpoint
 from groupcoord.core.commands import FindCoordinatorResponse, SyncGroupResponse
@@ -40,7 +40,11 @@ if TYPE_CHECKING:
 
 _CORE_APIS = {kc.API_KEYS[name]: name for name in
               ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit", "OffsetFetch",
-               "DescribeGroups", "ListGroups", "DeleteGroups", "OffsetDelete", "FindCoordinator")}
+               "DescribeGroups", "ListGroups", "DeleteGroups", "OffsetDelete", "FindCoordinator",
+               "ConsumerGroupHeartbeat", "ConsumerGroupDescribe")}
+# The random part of an id the coordinator may hand a new member: JoinGroup's member ids, and
+# ConsumerGroupHeartbeat v0's (from v1 the client makes its own).
+_NEW_MEMBER_UUID_APIS = frozenset({"JoinGroup", "ConsumerGroupHeartbeat"})
 
 
 class RequestHandler:
@@ -172,6 +176,7 @@ class RequestHandler:
 
     def _metadata(self, conn: Connection, request: kc.DecodedRequest) -> None:
         fields = apis.metadata(request.version, kc.to_fields(request.body), self.catalog, self.node())
+        self.core.topics_changed()  # a topic it auto-created joins the core's topics image
         if self.ownership is not None and fields.get("brokers"):
             # every coordinator sharing the storage is a broker of this cluster (ListGroups asks them all)
             fields["brokers"] = [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None}
@@ -211,7 +216,7 @@ class RequestHandler:
             fields["topics"], extra = known, rejected
         elif api == "OffsetDelete":
             fields["topics"], extra = apis.split_known_partitions(fields["topics"], self.catalog, "partition_index")
-        elif api == "DescribeGroups":
+        elif api in ("DescribeGroups", "ConsumerGroupDescribe"):
             extra = fields.get("include_authorized_operations", False)
         rid = (conn.id, request.correlation_id)
         try:
@@ -221,7 +226,7 @@ class RequestHandler:
             else:
                 event = request_event(api, request.version, fields, request_id=rid, now_ms=self.clock.now_ms(),
                                       client_id=request.client_id or "", client_host=conn.client_host,
-                                      new_member_uuid=self.options.new_uuid() if api == "JoinGroup" else "")
+                                      new_member_uuid=self.options.new_uuid() if api in _NEW_MEMBER_UUID_APIS else "")
         except SchemaError as e:
             self.log("warning", "bad_request", conn=conn.id, peer=conn.peer_text, api=api, version=request.version,
                      error=str(e), action="close")
@@ -234,6 +239,11 @@ class RequestHandler:
         if api == "SyncGroup" and request.version >= 5 and (event.protocol_type is None or event.protocol_name is None):
             # KafkaApis answers this before the coordinator sees the request (spec/deviations.md D12)
             self.replies.respond(rid, SyncGroupResponse(error_code=Error.INCONSISTENT_GROUP_PROTOCOL))
+            return
+        if type(event) in _CONSUMER_EVENTS and not core_handles(type(event)):
+            # a core without KIP-848's groups yet: answered as a broker with the consumer
+            # protocol disabled answers (KafkaApis: UNSUPPORTED_VERSION)
+            self.replies.respond(rid, consumer_protocol_error(event, Error.UNSUPPORTED_VERSION))
             return
         self.core.dispatch(event)
         if self.log.threshold <= 10 and conn.pending_rid == rid:
@@ -255,6 +265,9 @@ class RequestHandler:
             else:
                 out.append(CoordinatorEndpoint(key, node.node_id, node.host, node.port, Error.NONE))
         return FindCoordinatorResponse(tuple(out))
+
+
+_CONSUMER_EVENTS = frozenset({ev.ConsumerGroupHeartbeat, ev.ConsumerGroupDescribe})
 
 
 def heartbeat_event(fields: dict, version: int, request_id: Any, now_ms: int, client_id: str,

@@ -45,6 +45,11 @@ _OBSERVED = frozenset({ev.JoinGroup, ev.SyncGroup, ev.LeaveGroup, ev.TimerFired,
                        ev.DeleteGroups, ev.UnloadPartition, ev.LoadPartition})
 
 
+def _classic(group: Any) -> bool:
+    """None (no group) or a classic group: the groups these lines tell of."""
+    return group is None or hasattr(group, "generation_id")
+
+
 def log4j_time(seconds: float) -> str:
     """log4j2's default ``%d``: ``yyyy-MM-dd HH:mm:ss,SSS`` in the local time zone."""
     whole = int(seconds)
@@ -146,6 +151,7 @@ class KafkaGroupLog:
         elif kind is ev.DeleteGroups:
             gids = tuple(g for g in event.groups_names if g is not None)
             self._origin = ("DeleteGroups", None)
+            gids = tuple(g for g in gids if _classic(coordinator.group(g)))
             return _Seen({g: coordinator.group(g) for g in gids},
                          offsets={g: len(coordinator.offsets(g)) for g in gids})
         elif kind is ev.UnloadPartition:
@@ -156,7 +162,8 @@ class KafkaGroupLog:
             return _Seen({}, partition_active=coordinator.owned_partitions().get(event.partition) == "active")
         else:
             return None
-        return _Seen({g: coordinator.group(g) for g in gids})
+        # Kafka's lines here are the classic groups' (a KIP-848 consumer group has no generation)
+        return _Seen({g: group for g in gids if _classic(group := coordinator.group(g))})
 
     def after(self, event: Any, coordinator: Any, seen: _Seen, commands: list) -> dict[str, str]:
         """Write the step's lines (``commands``: what the core answered to ``event``); return

@@ -62,7 +62,7 @@ class NullLog(Log):
         return None
 
 
-_STATE_CHANGING = (ev.JoinGroup, ev.SyncGroup, ev.LeaveGroup)
+_STATE_CHANGING = (ev.JoinGroup, ev.SyncGroup, ev.LeaveGroup, ev.ConsumerGroupHeartbeat)
 
 
 class GroupStateLog:
@@ -103,7 +103,8 @@ class GroupStateLog:
             return
         for gid in gids:
             group = coordinator.group(gid)
-            view = None if group is None else (group.state.value, group.generation_id, len(group.members))
+            # a KIP-848 consumer group has no generation: its group epoch stands for it
+            view = None if group is None else (group.state.value, _generation(group), len(group.members))
             if self._view.get(gid) != view:
                 if view is None:
                     self._view.pop(gid, None)
@@ -113,4 +114,11 @@ class GroupStateLog:
                     reason = reasons.get(gid) if reasons else None
                     extra = {"reason": reason} if reason is not None else {}
                     self.log("info", "group", group=gid, state=view[0], generation=view[1], members=view[2],
-                             protocol=group.protocol_name, leader=group.leader_id, **extra)
+                             protocol=getattr(group, "protocol_name", None), leader=getattr(group, "leader_id", None),
+                             **extra)
+
+
+def _generation(group: Any) -> int:
+    """A classic group's generation, or a consumer group's (KIP-848) group epoch."""
+    generation = getattr(group, "generation_id", None)
+    return generation if generation is not None else getattr(group, "group_epoch", 0)

@@ -139,8 +139,10 @@ class GroupServer:
     def _make_units(self) -> None:
         self.replies = Replies(self.log)
         self.pipeline = StoragePipeline(self.storage, self.clock, self.log)
+        # the core's topics image (KIP-848's server-side assignment): fed when the core starts,
+        # before any request, and again when a topic is created
         self.core = CoreLoop(self._config, self.clock, self.log, self.pipeline, self.replies.respond, self.trace,
-                             self.changes, self.kafka_log)
+                             self.changes, self.kafka_log, topics=self.catalog.image)
         self.handler = RequestHandler(self.core, self.replies, self.catalog, self.options, self.log, self.ownership)
         self.partitions = Partitions(self.core, self.storage, self.log)
         # a failed core's replacement: what it held is answered, its partitions loaded again

@@ -8,7 +8,7 @@ def test_public_tables():
     assert schema.API_NAMES == (
         "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit",
         "OffsetFetch", "DescribeGroups", "ListGroups", "DeleteGroups",
-        "OffsetDelete", "FindCoordinator",
+        "OffsetDelete", "FindCoordinator", "ConsumerGroupHeartbeat", "ConsumerGroupDescribe",
     )
     assert schema.API_KEYS["JoinGroup"] == 11
     assert schema.API_KEYS["OffsetCommit"] == 8
