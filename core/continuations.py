@@ -83,3 +83,14 @@ class DeleteResult:
 
     request_id: Any
     group_ids: tuple
+
+
+@frozen
+class RevertConsumerGroup:
+    """A consumer group's step: if its write fails, the group is as it was before (``before``,
+    None: it did not exist), unless a later step changed it since (``after`` is no longer the
+    group held). Kafka reverts its in-memory state to the last committed offset."""
+
+    group_id: str
+    before: Any
+    after: Any

@@ -33,23 +33,37 @@ from . import admin, after_write
 from . import events as ev
 from . import offsets as offset_ops
 from .classic.machine import Delete, GroupMachine, Rebalance, Unload, Written
-from .classic.model import Group
+from .classic.model import Group, MemberError
 from .classic.states import DEAD, EMPTY
 from .commands import (
     CancelPartitionTimers,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatResponse,
     DeletableGroupResult,
     DeleteGroupsResponse,
+    DescribedConsumerGroup,
     ExpirationTimer,
     FetchedGroup,
     GroupTombstone,
+    HeartbeatResponse,
     HeartbeatTimer,
+    JoinGroupResponse,
     JoinTimer,
+    LeaveGroupMemberResponse,
+    LeaveGroupResponse,
     OffsetFetchResponse,
     OffsetTombstone,
+    RebalanceTimer,
     Respond,
+    SessionTimer,
+    SyncGroupResponse,
     SyncTimer,
 )
 from .config import CoordinatorConfig
+from .consumer import machine as consumer_machine
+from .consumer import records as consumer_records
+from .consumer.machine import ConsumerMachine, HeartbeatError
+from .consumer.model import ConsumerGroup
 from .context import Context, Records
 from .continuations import (
     AfterEmptyGroup,
@@ -59,6 +73,7 @@ from .continuations import (
     DeleteResult,
     DropSimpleGroup,
     RestoreGroup,
+    RevertConsumerGroup,
     UndoOffsets,
 )
 from .error_responses import error_like, error_response
@@ -81,6 +96,7 @@ class CoordinatorState:
     next_write_id: int
     pending_deletes: Any = attrs.Factory(dict)  # DeleteGroups request id -> (write ids, results)
     committed_offsets: Any = attrs.Factory(dict)  # group -> key -> (committed value, writes in flight)
+    topics: Any = attrs.Factory(dict)  # the topics image: name -> (topic id, partitions)
 
 
 class CoordinatorFailed(Exception):
@@ -111,6 +127,8 @@ class Coordinator:
         self._partitions: dict[int, str] = {}
         self._groups: dict[str, Group] = {}  # the group store: one group of one kind per id
         self._machine = GroupMachine(self.config)
+        self._consumer = ConsumerMachine(self.config)
+        self._image: dict[str, tuple[str, int]] = {}  # the topics: name -> (topic id, partitions)
         self._offsets = OffsetStore()
         self._log = WriteLog()
         self._pending_deletes: dict[Any, tuple[set[int], dict[str, Error]]] = {}
@@ -126,6 +144,8 @@ class Coordinator:
             ev.TimerFired: c._on_timer, ev.WriteCompleted: c._on_write_done,
             ev.WriteFailed: c._on_write_done, ev.LoadPartition: c._on_load,
             ev.UnloadPartition: c._on_unload,
+            ev.ConsumerGroupHeartbeat: c._on_consumer_heartbeat,
+            ev.ConsumerGroupDescribe: c._on_consumer_describe, ev.TopicsChanged: c._on_topics,
         }
 
     # ------------------------------------------------------------------ the interface
@@ -173,7 +193,8 @@ class Coordinator:
             partitions=dict(self._partitions), groups=dict(self._groups), offsets=latest,
             writes=dict(self._log.pending), committed_offsets=committed, deferred=tuple(self._log.held()),
             next_write_id=self._log.next_write_id,
-            pending_deletes={k: (frozenset(w), dict(r)) for k, (w, r) in self._pending_deletes.items()})
+            pending_deletes={k: (frozenset(w), dict(r)) for k, (w, r) in self._pending_deletes.items()},
+            topics=dict(self._image))
 
     @classmethod
     def restore(cls, state: CoordinatorState, config: CoordinatorConfig | None = None) -> "Coordinator":
@@ -183,6 +204,7 @@ class Coordinator:
         c._offsets = OffsetStore.restore(state.offsets, state.committed_offsets)
         c._log = WriteLog.restore(state.writes, state.deferred, state.next_write_id)
         c._pending_deletes = {k: (set(w), dict(r)) for k, (w, r) in state.pending_deletes.items()}
+        c._image = dict(state.topics)
         return c
 
     # ------------------------------------------------------------ operations and the group machine
@@ -214,15 +236,23 @@ class Coordinator:
         ctx.out.extend(step.commands)
         return step.result
 
-    def _delete_group(self, ctx: Context, records: Records, group_id: str, partition: int) -> RestoreGroup:
-        """Remove a group and its offsets now (tombstones are replayed at once in Kafka);
-        returns the continuation that restores the group if the write fails. Kafka moves the
-        group to Dead and evicts it; so does the group machine, and the store drops it."""
+    def _delete_group(self, ctx: Context, records: Records, group_id: str, partition: int) -> None:
+        """Remove a group and its offsets now (tombstones are replayed at once in Kafka), writing
+        the group's tombstones with the continuation that restores it if the write fails. Kafka
+        moves a classic group to Dead and evicts it; so does the group machine, and the store
+        drops it."""
         group = self._groups[group_id]
-        self._step(ctx, records, group_id, Delete())
+        if isinstance(group, ConsumerGroup):
+            del self._groups[group_id]
+            tombstones = consumer_records.tombstones(group)
+        else:
+            self._step(ctx, records, group_id, Delete())
+            tombstones = [GroupTombstone(group_id)]
         offset_ops.then_undo(records, partition, self._offsets.set(
             [(group_id, key, None) for key in sorted(self._offsets.of(group_id))]))
-        return RestoreGroup(group_id, group)
+        for record in tombstones[:-1]:
+            records.append(partition, record)
+        records.append(partition, tombstones[-1], RestoreGroup(group_id, group))
 
     # ------------------------------------------------------------ request pre-checks
 
@@ -251,7 +281,9 @@ class Coordinator:
 
     def _on_group_request(self, ctx: Context, req: ev.JoinGroup | ev.SyncGroup | ev.LeaveGroup) -> None:
         partition = self._route(ctx, req, req.group_id)
-        if partition is not None:
+        if partition is not None and isinstance(self._groups.get(req.group_id), ConsumerGroup):
+            ctx.respond(req.request_id, _classic_to_consumer_group(req))
+        elif partition is not None:
             # a LeaveGroup's result waits behind writes in flight; a join's or sync's rides on its own
             self._run_op(ctx, partition if type(req) is ev.LeaveGroup else None, req, self._step, req.group_id, req)
 
@@ -260,6 +292,9 @@ class Coordinator:
         # the common case skips the generic route: a known group on an active partition
         if (group is not None and req.group_id and self._partitions.get(group.partition) is ACTIVE) \
                 or self._route(ctx, req, req.group_id) is not None:
+            if isinstance(group, ConsumerGroup):
+                ctx.respond(req.request_id, HeartbeatResponse(Error.UNKNOWN_MEMBER_ID))
+                return
             response, timer, held = self._machine.heartbeat(group, req, ctx.now)
             if timer is not None:
                 ctx.out.append(timer)
@@ -267,6 +302,94 @@ class Coordinator:
                 self._log.result(ctx, group.partition, req.request_id, response)
             else:
                 ctx.out.append(Respond(req.request_id, response))
+
+    # ------------------------------------------------------------ consumer groups (KIP-848)
+
+    def _on_topics(self, ctx: Context, event: ev.TopicsChanged) -> None:
+        self._image = {name: (topic_id, partitions) for name, topic_id, partitions in event.topics}
+
+    def _on_consumer_heartbeat(self, ctx: Context, req: ev.ConsumerGroupHeartbeat) -> None:
+        refused = consumer_machine.validate(req, req.version, consumer_machine.assignors.ASSIGNORS)
+        if refused is not None:
+            ctx.respond(req.request_id, ConsumerGroupHeartbeatResponse(error_code=refused.error,
+                                                                       error_message=refused.message))
+            return
+        partition = self._route(ctx, req, req.group_id)
+        if partition is not None:
+            self._run_op(ctx, partition, req, self._consumer_heartbeat, req, partition)
+
+    def _consumer_heartbeat(self, ctx: Context, records: Records, req: ev.ConsumerGroupHeartbeat,
+                            partition: int) -> ConsumerGroupHeartbeatResponse:
+        gid = req.group_id
+        existing = self._groups.get(gid)
+        try:
+            if req.member_epoch < 0:  # a leave
+                if not isinstance(existing, ConsumerGroup):
+                    raise HeartbeatError(Error.GROUP_ID_NOT_FOUND, f"Group {gid} not found." if existing is None
+                                         else f"Group {gid} is not a consumer group.")
+                group = existing
+            elif existing is None:
+                if req.member_epoch != 0:
+                    raise HeartbeatError(Error.GROUP_ID_NOT_FOUND, f"Consumer group {gid} not found.")
+                group = ConsumerGroup(group_id=gid, partition=partition)
+            elif isinstance(existing, ConsumerGroup):
+                group = existing
+            elif req.member_epoch == 0 and existing.state is EMPTY:
+                # an empty classic group becomes a consumer group (its offsets stay)
+                records.append(partition, GroupTombstone(gid))
+                group = ConsumerGroup(group_id=gid, partition=partition)
+            else:
+                # converting a classic group with members (group.consumer.migration.policy) is not
+                # built yet: Kafka's answer when the policy does not allow it
+                raise HeartbeatError(Error.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group")
+            group, response = self._consumer.heartbeat(ctx, records, group, req, self._image)
+        except HeartbeatError as e:
+            records.clear()
+            return ConsumerGroupHeartbeatResponse(error_code=e.error, error_message=e.message)
+        self._groups[gid] = group
+        if partition in records:
+            records.then(partition, RevertConsumerGroup(gid, existing, group))
+        return response
+
+    def _on_consumer_describe(self, ctx: Context, req: ev.ConsumerGroupDescribe) -> None:
+        described = []
+        for gid in req.group_ids:
+            if not gid:
+                described.append(DescribedConsumerGroup(group_id=gid, error_code=Error.INVALID_GROUP_ID))
+                continue
+            status = self._partitions.get(self.partition_of(gid))
+            group = self._groups.get(gid)
+            if status is not ACTIVE:
+                error = Error.NOT_COORDINATOR if status is None else Error.COORDINATOR_LOAD_IN_PROGRESS
+                described.append(DescribedConsumerGroup(group_id=gid, error_code=error))
+            elif isinstance(group, ConsumerGroup):
+                described.append(self._consumer.described(group, self._image))
+            else:
+                described.append(DescribedConsumerGroup(
+                    group_id=gid, error_code=Error.GROUP_ID_NOT_FOUND,
+                    error_message=f"Group {gid} not found." if group is None else
+                    f"Group {gid} is not a consumer group."))
+        ctx.respond(req.request_id, ConsumerGroupDescribeResponse(tuple(described)))
+
+    def _consumer_timer(self, ctx: Context, records: Records, event: ev.TimerFired) -> None:
+        key = event.key
+        group = self._groups.get(key.group_id)
+        if not isinstance(group, ConsumerGroup):
+            return
+        if type(key) is SessionTimer:
+            after = self._consumer.session_expired(ctx, records, group, key.member_id, self._image)
+        else:
+            after = self._consumer.rebalance_expired(ctx, records, group, key.member_id, event.payload, self._image)
+        if after is not group and after is not None:
+            self._groups[key.group_id] = after
+            records.then(group.partition, RevertConsumerGroup(key.group_id, group, after))
+
+    def _consumer_written(self, ctx, records, continuation: RevertConsumerGroup, error, write) -> None:
+        if error is not None and self._groups.get(continuation.group_id) is continuation.after:
+            if continuation.before is None:
+                del self._groups[continuation.group_id]
+            else:
+                self._groups[continuation.group_id] = continuation.before
 
     # ------------------------------------------------------------ offsets (offsets.py)
 
@@ -310,6 +433,14 @@ class Coordinator:
                 error = Error.NOT_COORDINATOR if status is None else Error.COORDINATOR_LOAD_IN_PROGRESS
                 results.append(FetchedGroup(fetch.group_id, (), error))
                 continue
+            group = self._groups.get(fetch.group_id)
+            if isinstance(group, ConsumerGroup):
+                try:
+                    offset_ops.validate_consumer_member(group, fetch.member_id, fetch.member_epoch, req.version,
+                                                        commit=False)
+                except MemberError as e:
+                    results.append(FetchedGroup(fetch.group_id, (), e.error))
+                    continue
             results.append(offset_ops.fetch_group(self._offsets, fetch, req.require_stable,
                                                   fetch.group_id in self._groups))
             waits.append(partition)
@@ -351,13 +482,13 @@ class Coordinator:
                 group = self._groups.get(gid)
                 if group is None:
                     results[gid] = Error.GROUP_ID_NOT_FOUND
-                elif group.state is not EMPTY:
+                elif group.state.value != "Empty":
                     results[gid] = Error.NON_EMPTY_GROUP
                 else:
                     results[gid] = Error.NONE
                     for topic, p in sorted(self._offsets.of(gid)):
                         records.append(partition, OffsetTombstone(gid, topic, p))
-                    records.append(partition, GroupTombstone(gid), self._delete_group(ctx, records, gid, partition))
+                    self._delete_group(ctx, records, gid, partition)
         response = DeleteGroupsResponse(tuple(DeletableGroupResult(g, e) for g, e in results.items()))
         if not records:
             ctx.respond(req.request_id, response)
@@ -382,6 +513,8 @@ class Coordinator:
             offset_ops.expire(ctx, records, self._offsets, self.config,
                               [g for g in self._groups.values() if g.partition == partition], partition,
                               lambda gid: self._delete_group(ctx, records, gid, partition))
+        elif kind is SessionTimer or kind is RebalanceTimer:
+            self._consumer_timer(ctx, records, event)
         elif kind is HeartbeatTimer or kind is JoinTimer or kind is SyncTimer:
             self._step(ctx, records, key.group_id, event)
             if kind is HeartbeatTimer:
@@ -406,6 +539,10 @@ class Coordinator:
         for group, written in loaded:
             if not written:
                 continue
+            if isinstance(group, ConsumerGroup):
+                for mid in group.members:
+                    ctx.arm(SessionTimer(partition, group.group_id, mid), self.config.group_consumer_session_timeout_ms)
+                continue
             for mid, member in group.members.items():
                 ctx.arm(HeartbeatTimer(partition, group.group_id, mid), member.session_timeout_ms)
             if len(group.members) > self.config.group_max_size:
@@ -425,7 +562,10 @@ class Coordinator:
         records = Records()
         for gid, group in list(self._groups.items()):
             if group.partition == partition:
-                self._step(ctx, records, gid, Unload())  # Kafka's onUnloaded: parked requests answered, Dead
+                if isinstance(group, ConsumerGroup):
+                    del self._groups[gid]  # nothing parked: its timers go with the partition's
+                else:
+                    self._step(ctx, records, gid, Unload())  # Kafka's onUnloaded: parked requests answered, Dead
         assert not records, "an unload writes nothing"
         # Every offset of the partition goes, also a group's left without it (its creation
         # rolled back while a commit was in flight): a later load reads them from storage.
@@ -498,8 +638,22 @@ _AFTER_WRITE: dict[type, Callable[..., None]] = {
     UndoOffsets: Coordinator._offsets_written, AfterSync: Coordinator._group_written,
     AfterStaticReplace: Coordinator._group_written, AfterNewGroup: Coordinator._new_group_written,
     RestoreGroup: Coordinator._tombstone_written, DropSimpleGroup: Coordinator._simple_group_written,
+    RevertConsumerGroup: Coordinator._consumer_written,
     DeleteResult: Coordinator._delete_written, AfterEmptyGroup: Coordinator._empty_group_written,
 }
 _EMPTY_ID_ALLOWED = (ev.OffsetCommit, ev.OffsetFetch, ev.DescribeGroups, ev.DeleteGroups)
 
 
+
+
+def _classic_to_consumer_group(req: ev.JoinGroup | ev.SyncGroup | ev.LeaveGroup):
+    """A classic request to a consumer group, which has no classic members (Kafka's
+    ``classicGroup*ToConsumerGroup``: a member that is not there, or does not use the classic
+    protocol, is unknown). A JoinGroup would make the group a mixed one, which is not built
+    yet: refused as a protocol the group does not support (spec/consumer.md, "Deviations")."""
+    if isinstance(req, ev.JoinGroup):
+        return JoinGroupResponse(error_code=Error.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
+    if isinstance(req, ev.SyncGroup):
+        return SyncGroupResponse(error_code=Error.UNKNOWN_MEMBER_ID)
+    return LeaveGroupResponse(Error.NONE, tuple(
+        LeaveGroupMemberResponse(m.member_id, m.group_instance_id, Error.UNKNOWN_MEMBER_ID) for m in req.members))

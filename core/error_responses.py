@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from . import events as ev
-from .commands import Coordinator as CoordinatorEndpoint
 from .commands import (
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupHeartbeatResponse,
     DeletableGroupResult,
     DeleteGroupsResponse,
+    DescribedConsumerGroup,
     DescribedGroup,
     DescribeGroupsResponse,
     FetchedGroup,
@@ -22,6 +24,7 @@ from .commands import (
     SyncGroupResponse,
     TopicResult,
 )
+from .commands import Coordinator as CoordinatorEndpoint
 from .errors import Error
 
 
@@ -40,6 +43,8 @@ def error_like(response, error: Error):
         return DeleteGroupsResponse(tuple(DeletableGroupResult(r.group_id, error) for r in response.results))
     if isinstance(response, OffsetDeleteResponse):
         return OffsetDeleteResponse(error)
+    if isinstance(response, ConsumerGroupHeartbeatResponse):
+        return ConsumerGroupHeartbeatResponse(error_code=error)
     raise TypeError(f"no error form for {type(response).__name__}")
 
 
@@ -68,6 +73,11 @@ def error_response(request, error: Error, runtime: bool = False):
         return DeleteGroupsResponse(tuple(DeletableGroupResult(g, error) for g in request.groups_names))
     if isinstance(request, ev.OffsetDelete):
         return OffsetDeleteResponse(error)
+    if isinstance(request, ev.ConsumerGroupHeartbeat):
+        return ConsumerGroupHeartbeatResponse(error_code=error)
+    if isinstance(request, ev.ConsumerGroupDescribe):
+        return ConsumerGroupDescribeResponse(tuple(DescribedConsumerGroup(group_id=g, error_code=error)
+                                                   for g in request.group_ids))
     if isinstance(request, ev.FindCoordinator):
         return FindCoordinatorResponse(tuple(
             CoordinatorEndpoint(k, -1, "", -1, error) for k in request.coordinator_keys))

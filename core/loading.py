@@ -9,6 +9,7 @@ from .classic.draft import assemble_group
 from .classic.model import Group, Member
 from .classic.states import EMPTY, STABLE
 from .commands import GroupMetadataRecord, GroupTombstone, OffsetCommitRecord, OffsetTombstone
+from .consumer import records as consumer_records
 from .offsets import OffsetEntry
 
 
@@ -17,9 +18,14 @@ def read_partition(records: Iterable, partition: int) -> tuple[list[tuple[Group,
     from a GroupMetadata record, not a "simple" group made by commits alone — and its offsets
     by group id."""
     groups: dict[str, GroupMetadataRecord | str | None] = {}
+    consumer: dict = {}  # group id -> ConsumerGroup, or None once deleted
     offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
     for record in records:
-        if isinstance(record, GroupMetadataRecord):
+        if type(record) in consumer_records.RECORD_TYPES:
+            consumer_records.replay(consumer, record, partition)
+            if consumer.get(record.group_id) is not None:
+                groups.pop(record.group_id, None)
+        elif isinstance(record, GroupMetadataRecord):
             groups[record.group_id] = record
         elif isinstance(record, GroupTombstone):
             groups[record.group_id] = None
@@ -28,13 +34,13 @@ def read_partition(records: Iterable, partition: int) -> tuple[list[tuple[Group,
             offsets.setdefault(record.group_id, {})[(record.topic, record.partition)] = OffsetEntry(
                 record.offset, record.leader_epoch, record.metadata, record.commit_timestamp_ms,
                 record.expire_timestamp_ms)
-            if groups.get(record.group_id) is None:  # also after a tombstone
+            if groups.get(record.group_id) is None and consumer.get(record.group_id) is None:  # also after a tombstone
                 groups[record.group_id] = "simple"
         elif isinstance(record, OffsetTombstone):
             offsets.get(record.group_id, {}).pop((record.topic, record.partition), None)
         else:
             raise TypeError(f"not a coordinator record: {record!r}")
-    loaded = []
+    loaded: list = [(group, True) for group in consumer.values() if group is not None]
     for gid, record in groups.items():
         if record is None:
             continue
@@ -42,7 +48,8 @@ def read_partition(records: Iterable, partition: int) -> tuple[list[tuple[Group,
             loaded.append((_group_from_record(record, partition), True))
         else:
             loaded.append((Group(group_id=gid, partition=partition), False))
-    return loaded, {gid: entries for gid, entries in offsets.items() if entries and groups.get(gid) is not None}
+    return loaded, {gid: entries for gid, entries in offsets.items()
+                    if entries and (groups.get(gid) is not None or consumer.get(gid) is not None)}
 
 
 def _group_from_record(record: GroupMetadataRecord, partition: int) -> Group:

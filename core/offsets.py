@@ -16,7 +16,6 @@ from .commands import (
     FetchedGroup,
     FetchedPartition,
     FetchedTopic,
-    GroupTombstone,
     HeartbeatTimer,
     OffsetCommitRecord,
     OffsetCommitResponse,
@@ -244,7 +243,7 @@ def expire(ctx: Context, records: Records, store: OffsetStore, config: Coordinat
            partition: int, delete_group: Callable[[str], RestoreGroup]) -> None:
     """The periodic offset/group expiration of the partition's ``groups``
     (GroupCoordinatorShard.cleanupGroupMetadata); ``delete_group`` deletes an Empty group whose
-    offsets all expired and returns what restores it should its tombstone fail."""
+    offsets all expired, writing its tombstones."""
     retention_ms = config.offsets_retention_ms
     for group in groups:
         gid = group.group_id
@@ -270,8 +269,8 @@ def expire(ctx: Context, records: Records, store: OffsetStore, config: Coordinat
                     else:
                         all_expired = False
                 then_undo(records, partition, store.set([(gid, key, None) for key in expired]))
-        if all_expired and group.state is EMPTY:
-            records.append(partition, GroupTombstone(gid), delete_group(gid))
+        if all_expired and group.state.value == "Empty":
+            delete_group(gid)
     ctx.arm(ExpirationTimer(partition), config.offsets_retention_check_interval_ms)
 
 
@@ -281,7 +280,10 @@ def _java_length(text: str) -> int:
 
 
 def _validate_offset_commit(group, req: ev.OffsetCommit) -> None:
-    """ClassicGroup.validateOffsetCommit (non-transactional)."""
+    """ClassicGroup.validateOffsetCommit (non-transactional); ConsumerGroup's for a consumer group."""
+    if group.KIND == "consumer":
+        validate_consumer_member(group, req.member_id, req.generation_id, req.version, commit=True)
+        return
     if req.generation_id < 0 and group.state is EMPTY:
         return
     if req.generation_id >= 0 or req.member_id != "" or req.group_instance_id is not None:
@@ -294,7 +296,26 @@ def _validate_offset_commit(group, req: ev.OffsetCommit) -> None:
         raise MemberError(Error.REBALANCE_IN_PROGRESS)
 
 
+def validate_consumer_member(group, member_id: str | None, epoch: int, version: int, commit: bool) -> None:
+    """``ConsumerGroup.validateOffsetCommit`` / ``validateOffsetFetch``: an admin (epoch -1)
+    commits to an empty group and fetches from any; a member must be in the group at its
+    current epoch, and commit with OffsetCommit v9 or later."""
+    if commit and epoch < 0 and not group.members:
+        return
+    if not commit and member_id is None and epoch < 0:
+        return
+    member = group.members.get(member_id)
+    if member is None:
+        raise MemberError(Error.UNKNOWN_MEMBER_ID)
+    if commit and version < 9:
+        raise MemberError(Error.UNSUPPORTED_VERSION)
+    if epoch != member.member_epoch:
+        raise MemberError(Error.STALE_MEMBER_EPOCH)
+
+
 def _is_subscribed(group, topic: str) -> bool:
+    if group.KIND == "consumer":
+        return topic in group.subscribed_names()
     if group.subscribed_topics is not None:
         return topic in group.subscribed_topics
     return group.protocol_type == "consumer"
@@ -302,6 +323,8 @@ def _is_subscribed(group, topic: str) -> bool:
 
 def _expiration_base(group):
     """Which timestamp an offset's retention counts from, or None if it cannot expire (§5.3)."""
+    if group.KIND == "consumer":  # ConsumerGroup.offsetExpirationCondition
+        return lambda entry: entry.commit_timestamp_ms
     if group.protocol_type is not None:
         if group.state is EMPTY:
             return lambda entry: group.state_timestamp_ms if group.state_timestamp_ms is not None \
