@@ -125,7 +125,7 @@ class Coordinator:
         self.config.validate()
         self.failed: Any = None  # the event whose handling raised; from then on every event is refused
         self._partitions: dict[int, str] = {}
-        self._groups: dict[str, Group] = {}  # the group store: one group of one kind per id
+        self._groups: dict[str, Group | ConsumerGroup] = {}  # the group store: one group of one kind per id
         self._machine = GroupMachine(self.config)
         self._consumer = ConsumerMachine(self.config)
         self._image: dict[str, tuple[str, int]] = {}  # the topics: name -> (topic id, partitions)
@@ -172,10 +172,10 @@ class Coordinator:
         refused = self._handlers = _Refused()
         refused.failed = event
 
-    def group(self, group_id: str) -> Group | None:
+    def group(self, group_id: str) -> Group | ConsumerGroup | None:
         return self._groups.get(group_id)
 
-    def groups(self) -> dict[str, Group]:
+    def groups(self) -> dict[str, Group | ConsumerGroup]:
         return dict(self._groups)
 
     def offsets(self, group_id: str) -> dict[tuple[str, int], OffsetEntry]:
@@ -224,7 +224,9 @@ class Coordinator:
     def _step(self, ctx: Context, records: Records, group_id: str, event):
         """Route ``event`` to the group machine and take what it did: the group (dropped once
         Dead), its commands, its records (into the operation's write). Returns its result."""
-        step = self._machine.step(self._groups.get(group_id), event, ctx.now)
+        current = self._groups.get(group_id)
+        assert not isinstance(current, ConsumerGroup), "a consumer group is not the classic machine's"
+        step = self._machine.step(current, event, ctx.now)
         group = step.group
         if group is not None:
             if group.state is DEAD:

@@ -26,7 +26,7 @@ from .commands import (
 )
 from .config import CoordinatorConfig
 from .context import Context, Records
-from .continuations import RestoreGroup, UndoOffsets
+from .continuations import UndoOffsets
 from .error_responses import error_response
 from .errors import Error
 from .frozen import frozen
@@ -240,7 +240,7 @@ def delete(ctx: Context, records: Records, store: OffsetStore, group: Any, req: 
 
 
 def expire(ctx: Context, records: Records, store: OffsetStore, config: CoordinatorConfig, groups: list,
-           partition: int, delete_group: Callable[[str], RestoreGroup]) -> None:
+           partition: int, delete_group: Callable[[str], None]) -> None:
     """The periodic offset/group expiration of the partition's ``groups``
     (GroupCoordinatorShard.cleanupGroupMetadata); ``delete_group`` deletes an Empty group whose
     offsets all expired, writing its tombstones."""

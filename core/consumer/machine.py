@@ -376,7 +376,7 @@ class ConsumerMachine:
                 if resolved[regex] != group.resolved[regex]:
                     records.append(group.partition, ConsumerRegexRecord(group.group_id, regex, resolved[regex]))
             group = attrs.evolve(group, resolved=resolved)
-        names = set()
+        names: set = set()
         for m in group.members.values():
             names |= self._subscribed_names(group, m)
         subscribed = {n: image[n] for n in sorted(names) if n in image}
