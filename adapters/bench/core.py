@@ -222,6 +222,83 @@ def bench_rebalance(members: int, rounds: int) -> float:
     return total_events / seconds
 
 
+# --- KIP-848's consumer groups -------------------------------------------------------------
+
+TOPIC_ID = "00000000-0000-0000-0000-0000000000aa"
+
+
+def _consumer_heartbeat(request_id, now_ms: int, member_id: str, epoch: int, owned, join: bool = False):
+    return ev.ConsumerGroupHeartbeat(
+        request_id=request_id, now_ms=now_ms, version=1, group_id="g", member_id=member_id, member_epoch=epoch,
+        rebalance_timeout_ms=60_000 if join else -1, subscribed_topic_names=("topic",) if join else None,
+        topic_partitions=owned)
+
+
+def _settle_consumers(coordinator: Coordinator, members: int, partitions: int) -> tuple[int, dict]:
+    """``members`` consumer-protocol members join one group on a topic of ``partitions`` and
+    heartbeat with what they own until every one is at the target; returns the events handled
+    and each member's (epoch, owned)."""
+    coordinator.handle(ev.LoadPartition(now_ms=0, partition=0))
+    coordinator.handle(ev.TopicsChanged(now_ms=0, topics=(("topic", TOPIC_ID, partitions),)))
+    state: dict[str, tuple[int, tuple]] = {}
+    events = 0
+
+    def send(event) -> None:
+        nonlocal events
+        events += 1
+        for command in coordinator.handle(event):
+            if type(command) is Write:
+                events += 1
+                for c in coordinator.handle(ev.WriteCompleted(now_ms=0, write_id=command.write_id)):
+                    if type(c) is Respond:
+                        _took(c.response)
+            elif type(command) is Respond:
+                _took(command.response)
+
+    def _took(response) -> None:
+        epoch, owned = state.get(response.member_id, (0, ()))
+        state[response.member_id] = (response.member_epoch,
+                                     owned if response.assignment is None else response.assignment)
+
+    for i in range(members):
+        send(_consumer_heartbeat(("j", i), 0, f"m{i}", 0, (), join=True))
+    for r in range(50):
+        if coordinator.group("g").state.value == "Stable":
+            break
+        for mid in sorted(state):
+            epoch, owned = state[mid]
+            send(_consumer_heartbeat(("h", r, mid), 0, mid, epoch, owned))
+    assert coordinator.group("g").state.value == "Stable", coordinator.group("g").state
+    return events, state
+
+
+def bench_consumer_heartbeat(members: int, count: int, clock=time.perf_counter) -> float:
+    """Steady ConsumerGroupHeartbeats of a Stable consumer group (nothing to reconcile)."""
+    coordinator = Coordinator(CONFIG)
+    _, state = _settle_consumers(coordinator, members, members * 2)
+    ids = sorted(state)
+    events = [_consumer_heartbeat(n, 0, ids[n % members], state[ids[n % members]][0], None)
+              for n in range(min(count, 100_000))]
+    rounds = max(1, count // len(events))
+    handle = coordinator.handle
+    gc.collect()
+    start = clock()
+    for _ in range(rounds):
+        for event in events:
+            handle(event)
+    return len(events) * rounds / (clock() - start)
+
+
+def bench_consumer_reconciliation(members: int) -> float:
+    """A consumer group of ``members`` formed from nothing: every join, every heartbeat until all
+    are at the target, every write acknowledged. Events/s over all of them."""
+    coordinator = Coordinator(CONFIG)
+    gc.collect()
+    start = time.perf_counter()
+    events, _ = _settle_consumers(coordinator, members, members * 2)
+    return events / (time.perf_counter() - start)
+
+
 def record_stream(groups: int, members: int, heartbeats: int) -> list:
     """A long input stream recorded from a Driver: groups form, heartbeat, commit, rebalance
     when a member leaves, time passes and sessions expire."""
@@ -422,6 +499,8 @@ def run_core_bench(quick: bool = False) -> int:
         ("offset_commit_10", best_of(repeats, bench_offset_commit, 10, 100_000 // scale)),
         ("offset_commit_1000", best_of(repeats, bench_offset_commit, 1000, 100_000 // scale)),
         ("rebalance_100", best_of(repeats, bench_rebalance, 100, 20 // scale or 1)),
+        ("consumer_heartbeat_10", best_of(repeats, bench_consumer_heartbeat, 10, 300_000 // scale)),
+        ("consumer_reconciliation_100", best_of(repeats, bench_consumer_reconciliation, 100)),
         ("recorded_stream", best_of(repeats, bench_recorded_stream, stream)),
         ("simulated_mix", best_of(repeats, bench_simulated_mix, *mix)),
     ]
@@ -434,6 +513,8 @@ def run_core_bench(quick: bool = False) -> int:
     rate = dict(results)
     ratio = rate["heartbeat_10"] / rate["heartbeat_1000"]
     print(f"heartbeat per-event cost, 1000 vs 10 members: {ratio:.2f}x")
+    print(f"consumer group (KIP-848) heartbeat vs classic heartbeat, groups of 10: "
+          f"{rate['heartbeat_10'] / rate['consumer_heartbeat_10']:.2f}x the cost")
     slow = rate["slow_store_1_in_flight"] / rate["slow_store_1000_in_flight"]
     print(f"commit and held heartbeat cost, 1000 vs 1 writes in flight: {slow:.2f}x")
     # costs against the heartbeat step (group of 10) in this run (goals: mix <= 3x, commit <= 2x)

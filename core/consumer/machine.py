@@ -86,7 +86,7 @@ def validate(req, version: int, supported_assignors: tuple[str, ...]) -> Heartbe
     """``throwIfConsumerGroupHeartbeatRequestIsInvalid`` (the service's checks, before the
     group's partition is even looked at)."""
     def empty(value) -> bool:  # Kafka's throwIfEmptyString: set, and blank once trimmed
-        return value is not None and value.strip("".join(map(chr, range(0x21)))) == ""
+        return value is not None and value.strip(_JAVA_TRIMMED) == ""
 
     epoch = req.member_epoch
     if version >= 1 or epoch > 0 or epoch == LEAVE_GROUP_MEMBER_EPOCH:
@@ -119,6 +119,8 @@ def validate(req, version: int, supported_assignors: tuple[str, ...]) -> Heartbe
                               f"SubscribedTopicRegex `{req.subscribed_topic_regex}` is not a valid regular expression.")
     return None
 
+
+_JAVA_TRIMMED = "".join(map(chr, range(0x21)))  # String.trim(): every char up to U+0020
 
 # RE2 has no lookaround and no back-references; Python's ``re`` does: refused as RE2J refuses them
 _NOT_RE2 = re.compile(r"\(\?[=!]|\(\?<[=!]|\\[1-9]|\(\?P=")
@@ -193,31 +195,27 @@ class ConsumerMachine:
                 _check_epoch(member, req.member_epoch, req.topic_partitions)
 
         # 1. the member's new identity and subscription
-        updated = attrs.evolve(
-            member,
-            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
-            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
-            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
-            else member.rebalance_timeout_ms,
-            server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
-            subscribed_topic_names=tuple(sorted(set(req.subscribed_topic_names)))
-            if req.subscribed_topic_names is not None else member.subscribed_topic_names,
-            subscribed_topic_regex=(req.subscribed_topic_regex or None) if req.subscribed_topic_regex is not None
-            else member.subscribed_topic_regex,
-            client_id=req.client_id, client_host=req.client_host)
+        if req.instance_id is None and req.rack_id is None and req.rebalance_timeout_ms == -1 and \
+                req.server_assignor is None and req.subscribed_topic_names is None and \
+                req.subscribed_topic_regex is None and req.client_id == member.client_id and \
+                req.client_host == member.client_host:
+            updated = member  # a steady heartbeat changes nothing of it
+        else:
+            updated = self._updated(member, req)
         names_changed = regex_changed = False
-        if updated != member or member.member_id not in group.members:
+        if updated is not member and updated != member or member.member_id not in group.members:
             records.append(p, ConsumerMemberRecord(group.group_id, member_id, updated))
             names_changed = updated.subscribed_topic_names != member.subscribed_topic_names
             regex_changed = updated.subscribed_topic_regex != member.subscribed_topic_regex
-        group = self._with_member(group, updated)
+            group = self._with_member(group, updated)
         if regex_changed:
             group = self._update_regexes(records, group, image)
         subscription_changed = names_changed or regex_changed
         bump = group.group_epoch == 0 or subscription_changed
-        group, changed = self._refresh_subscription(records, group, image)
-        if bump or changed:
-            group = _bumped(records, group)
+        if bump or group.refreshed is not image:  # Kafka: when the subscription or the image changed
+            group, changed = self._refresh_subscription(records, group, image)
+            if bump or changed:
+                group = _bumped(records, group)
 
         # 2. the target assignment, when the group epoch is ahead of it
         if group.group_epoch > group.assignment_epoch:
@@ -240,18 +238,32 @@ class ConsumerMachine:
                 else:
                     ctx.cancel(RebalanceTimer(p, group.group_id, member_id))
                 group = self._with_member(group, updated)
-        elif member.member_id not in group.members or updated is not before:
-            group = self._with_member(group, updated)
         ctx.arm(SessionTimer(p, group.group_id, member_id), self.config.group_consumer_session_timeout_ms)
 
         full = req.rebalance_timeout_ms != -1 and \
             (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None) and \
             req.topic_partitions is not None
-        send = joining or full or dict(updated.assigned) != dict(member.assigned)
+        send = joining or full or (updated is not member and dict(updated.assigned) != dict(member.assigned))
         return group, ConsumerGroupHeartbeatResponse(
             member_id=member_id, member_epoch=updated.member_epoch,
             heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
             assignment=as_topic_partitions(updated.assigned) if send else None)
+
+    @staticmethod
+    def _updated(member: ConsumerMember, req) -> ConsumerMember:
+        """The member with what the heartbeat sets (a null field keeps its value)."""
+        return attrs.evolve(
+            member,
+            instance_id=req.instance_id if req.instance_id is not None else member.instance_id,
+            rack_id=req.rack_id if req.rack_id is not None else member.rack_id,
+            rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1
+            else member.rebalance_timeout_ms,
+            server_assignor=req.server_assignor if req.server_assignor is not None else member.server_assignor,
+            subscribed_topic_names=tuple(sorted(set(req.subscribed_topic_names)))
+            if req.subscribed_topic_names is not None else member.subscribed_topic_names,
+            subscribed_topic_regex=(req.subscribed_topic_regex or None) if req.subscribed_topic_regex is not None
+            else member.subscribed_topic_regex,
+            client_id=req.client_id, client_host=req.client_host)
 
     def _leave(self, ctx: Context, records: Records, group: ConsumerGroup, req
                ) -> tuple[ConsumerGroup, ConsumerGroupHeartbeatResponse]:
@@ -385,7 +397,7 @@ class ConsumerMachine:
             records.append(group.partition, ConsumerSubscriptionRecord(
                 group.group_id, tuple((n, tid, count) for n, (tid, count) in subscribed.items())))
             group = attrs.evolve(group, subscribed=subscribed)
-        return group, changed
+        return attrs.evolve(group, refreshed=image), changed
 
     def _assign(self, records: Records, group: ConsumerGroup, image: Image,
                 gone: ConsumerMember | None = None) -> ConsumerGroup:

@@ -106,6 +106,9 @@ class ConsumerGroup:
     target: Mapping[str, Assignment] = attrs.field(factory=dict)
     subscribed: Mapping[str, tuple[str, int]] = attrs.field(factory=dict)
     resolved: Mapping[str, frozenset] = attrs.field(factory=dict)
+    # the topics image ``subscribed`` was last computed against (held, never written: a group
+    # loaded or restored computes it again at its next heartbeat, as Kafka's refresh deadline)
+    refreshed: Any = attrs.field(default=None, eq=False, repr=False)
 
     @property
     def state(self) -> ConsumerGroupState:
