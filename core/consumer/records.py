@@ -165,13 +165,13 @@ def _member(group: ConsumerGroup, member_id: str, value: ConsumerMember | None, 
 
 def tombstones(group: ConsumerGroup) -> list:
     """``ConsumerGroup.createGroupTombstoneRecords``, in Kafka's order: the members' current
-    and target assignments and subscriptions, the target's epoch, the subscribed topics, the
-    regular expressions, the group's epoch last."""
+    and target assignments, the target's epoch, the members' subscriptions, the regular
+    expressions, the subscribed topics, the group's epoch last."""
     gid = group.group_id
     out: list = [ConsumerAssignmentRecord(gid, mid, None) for mid in group.members]
     out += [ConsumerTargetRecord(gid, mid, None) for mid in group.members]
+    out.append(ConsumerTargetEpochRecord(gid, None))
     out += [ConsumerMemberRecord(gid, mid, None) for mid in group.members]
-    out += [ConsumerTargetEpochRecord(gid, None), ConsumerSubscriptionRecord(gid, None)]
     out += [ConsumerRegexRecord(gid, regex, None) for regex in sorted(group.resolved)]
-    out.append(ConsumerGroupEpochRecord(gid, None))
+    out += [ConsumerSubscriptionRecord(gid, None), ConsumerGroupEpochRecord(gid, None)]
     return out
