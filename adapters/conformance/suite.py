@@ -35,3 +35,33 @@ def suite_files(root: str | Path, extra: Iterable[str | Path] | None = None) -> 
             names.add(f.name)
             files.append(f)
     return files
+
+
+# KIP-848's consumer group protocol: scenarios encoded from Kafka's GroupMetadataManagerTest,
+# CurrentAssignmentBuilderTest and OffsetMetadataManagerTest (MANIFEST: spec/conformance/MANIFEST.md,
+# "Consumer group protocol"). Kept out of SUITE_DIRS: the classic suite's other users (verify's
+# mutants, ``tla validate``) do not model consumer groups.
+CONSUMER_SUITE_DIR = "tests/conformance/consumer"
+
+# Scenarios where the core answers differently from Kafka (file name -> why): run, and expected
+# to fail until the core follows Kafka (the tests mark them xfail, strict).
+CONSUMER_EXPECTED_FAILURES = {
+    "kip848-leaving-member-bumps-group-epoch.json":
+        "a leave (epoch -1) does not rewrite the subscription metadata without the leaving member "
+        "(GroupMetadataManager.consumerGroupFenceMember writes ConsumerGroupPartitionMetadata)",
+    "kip848-leaving-static-member-bumps-group-epoch.json":
+        "a static member's leave with epoch -1 does not rewrite the subscription metadata "
+        "(GroupMetadataManager.consumerGroupFenceMember)",
+    "kip848-leaving-member-then-reload.json":
+        "the subscription metadata the leave did not write makes the replayed group bump its epoch "
+        "again at the next heartbeat (4 where Kafka answers 3)",
+    "kip848-cab-unrevoked-to-unrevoked.json":
+        "a member leaving UNREVOKED_PARTITIONS with more to revoke moves to epoch + 1; Kafka keeps its "
+        "epoch (CurrentAssignmentBuilder.build: computeNextAssignment(member.memberEpoch(), ...))",
+}
+
+
+def consumer_suite_files(root: str | Path) -> list[Path]:
+    """The consumer group protocol's scenarios, by name."""
+    directory = Path(root) / CONSUMER_SUITE_DIR
+    return scenario_files([directory]) if directory.is_dir() else []

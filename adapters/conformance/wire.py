@@ -18,6 +18,7 @@ from __future__ import annotations
 import select
 import socket
 import struct
+import uuid
 from pathlib import Path
 from typing import Callable
 
@@ -29,6 +30,7 @@ from groupcoord.adapters.scenarios.runner import (
     ScenarioFailure,
     hexed,
     read_scenario,
+    rewrite_topic_ids,
     run_steps,
     scenario_config,
 )
@@ -121,13 +123,19 @@ class _WireRunner(Runner):
         self.inflight: dict[str, _Sent] = {}
         self.sockets: list[socket.socket] = []
         self.correlation = 0
+        self.storage: MemoryStorage | None = None
+        # The server derives a topic's id from its name (TopicCatalog.topic_id); a scenario names
+        # its own ids (topics_image): requests and answers are translated between the two.
+        self.to_wire: dict[str, uuid.UUID] = {}
+        self.from_wire: dict[uuid.UUID, str] = {}
 
     def start(self, config: dict, topics: dict | None) -> None:
         cfg = scenario_config(config, topics)
         catalog = TopicCatalog(dict(topics)) if topics is not None else TopicCatalog(open=True)
         options = ServerOptions(host="127.0.0.1", port=0, advertise_bound_port=False, track_requests=True)
+        self.storage = storage = MemoryStorage()
         self.server = self.host.call(lambda: GroupServer(cfg, catalog, options=options, clock=ManualClock(0),
-                                                         storage=MemoryStorage()))
+                                                         storage=storage))
         self.host.run(self.server.start())
         self.driver = _WireDriver(self)  # type: ignore[assignment]
 
@@ -140,10 +148,57 @@ class _WireRunner(Runner):
         if self.server is not None:
             self.host.run(self.server.shutdown("scenario done"))
 
+    # --- the topics image and the records -----------------------------------------------------
+
+    def _feed_image(self, image: tuple) -> None:
+        """The scenario's topics become the server's catalog (which feeds the core its image)."""
+        for name, scenario_id, _ in image:
+            wire_id = self.server.catalog.topic_id(name)
+            if self.to_wire.get(scenario_id, wire_id) != wire_id or self.from_wire.get(wire_id, scenario_id) != scenario_id:
+                raise ScenarioFailure(f"topic {name} changes its id: the wire server derives a topic's id from "
+                                      f"its name, so this cannot be run through the wire")
+            self.to_wire[scenario_id] = wire_id
+            self.from_wire[wire_id] = scenario_id
+        server = self.server
+
+        def apply() -> None:
+            server.catalog.topics.clear()
+            server.catalog.topics.update({name: count for name, _, count in image})
+            server.core.topics_changed()
+
+        self.host.call(apply)
+
+    def _after_reload(self) -> None:
+        pass  # a new core instance is fed the catalog's image when it starts
+
+    def _stored_records(self) -> tuple:
+        storage = self.storage
+        return self.host.call(lambda: storage.records(0))
+
+    def _record_view(self, record) -> dict:
+        return rewrite_topic_ids(super()._record_view(record), self._unmap_id)
+
+    def _unmap_id(self, topic_id):
+        if isinstance(topic_id, str):
+            try:
+                topic_id = uuid.UUID(topic_id)
+            except ValueError:
+                return topic_id
+        if isinstance(topic_id, uuid.UUID):
+            return self.from_wire.get(topic_id, str(topic_id))
+        return topic_id
+
+    def _map_id(self, topic_id):
+        if isinstance(topic_id, uuid.UUID):
+            return self.to_wire.get(str(topic_id), topic_id)
+        return topic_id
+
     # --- send ------------------------------------------------------------------------------
 
     def _send(self, step: dict) -> None:
         api, name, version, body = self._read_send(step)
+        if api == "ConsumerGroupHeartbeat":
+            body = rewrite_topic_ids(body, self._map_id)
         try:
             fields = schema.request_with_defaults(api, version, body)
         except schema.SchemaError as e:
@@ -224,7 +279,7 @@ class _WireRunner(Runner):
     # --- expectations ------------------------------------------------------------------------
 
     def _shown(self, name: str) -> dict:
-        return hexed(self.driver.responses[name])
+        return hexed(rewrite_topic_ids(self.driver.responses[name], self._unmap_id))
 
     def _check_answered_once(self) -> None:
         """A connection whose request was answered must carry nothing more."""

@@ -8,6 +8,7 @@ does not define is a FAIL with the reason, never a skip.
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -16,6 +17,8 @@ import attrs
 from groupcoord.adapters.protocol import schema
 from groupcoord.adapters.protocol.translate import request_event, response_fields
 from groupcoord.adapters.runtime.driver import Driver
+from groupcoord.adapters.scenarios.records import kafka_record
+from groupcoord.core import events as ev
 from groupcoord.core.config import ConfigError, CoordinatorConfig
 from groupcoord.core.errors import Error
 
@@ -129,6 +132,8 @@ class Runner:
         self.bindings: dict[str, Any] = {}
         self.sent: dict[str, tuple[str, int]] = {}
         self.topics: dict[str, int] | None = None
+        self.image: tuple | None = None  # the last topics_image: ((name, topic id, partitions), ...)
+        self.records_seen = 0  # stored records already matched by expect_records
 
     def start(self, config: dict, topics: dict | None) -> None:
         cfg = scenario_config(config, topics)
@@ -173,9 +178,47 @@ class Runner:
                 except ConfigError as e:
                     raise ScenarioFailure(f"bad config: {e}") from None
             self.driver.reload(config)
+            self._after_reload()
+        elif "topics_image" in step:
+            self._check_keys(step, {"topics_image"})
+            self.image = read_image(step["topics_image"])
+            self._feed_image(self.image)
+        elif "expect_records" in step:
+            self._check_keys(step, {"expect_records"})
+            self._expect_records(step["expect_records"])
         else:
             raise ScenarioFailure(f"unknown step {sorted(step)}")
         self._check_answered_once()
+
+    # --- the topics image and the records (consumer groups) --------------------------------
+
+    def _feed_image(self, image: tuple) -> None:
+        self.driver.dispatch(ev.TopicsChanged(now_ms=self.driver.now_ms, topics=image))
+
+    def _after_reload(self) -> None:
+        """A new instance sees the cluster's metadata as the old one did (it is no group state)."""
+        if self.image is not None:
+            self._feed_image(self.image)
+
+    def _stored_records(self) -> tuple:
+        """Every record written so far, oldest first (one offsets partition holds them all)."""
+        return self.driver.storage.records(0)
+
+    def _record_view(self, record) -> dict:
+        return kafka_record(record)
+
+    def _expect_records(self, expected) -> None:
+        if not isinstance(expected, list) and not (isinstance(expected, dict) and (
+                set(expected) == {"ordered"} or expected == {"any": True})):
+            raise ScenarioFailure("expect_records takes a list of records, {\"ordered\": [...]} or {\"any\": true}")
+        stored = self._stored_records()
+        if len(stored) < self.records_seen:
+            raise ScenarioFailure("the storage lost records (compacted?): expect_records cannot tell what is new")
+        actual = [self._record_view(r) for r in stored[self.records_seen:]]
+        self.records_seen = len(stored)
+        problem = self._match(expected, actual, "records")
+        if problem:
+            raise ScenarioFailure(problem)
 
     @staticmethod
     def _check_keys(step: dict, allowed: set[str]) -> None:
@@ -194,7 +237,14 @@ class Runner:
         if not isinstance(name, str) or name in self.sent:
             raise ScenarioFailure(f"'as' must be a new name, got {name!r}")
         version = step.get("version", schema.SUPPORTED_VERSIONS[api][1])
-        return api, name, version, decode_bytes(api, version, self._substitute(step.get("request", {})))
+        body = decode_bytes(api, version, self._substitute(step.get("request", {})))
+        if api == "ConsumerGroupHeartbeat" and isinstance(body, dict):
+            for t in body.get("topic_partitions") or ():
+                if isinstance(t, dict) and "topic_id" in t:
+                    if not _is_topic_id(t["topic_id"]):
+                        raise ScenarioFailure(f"topic_id {t['topic_id']!r} is not a uuid string")
+                    t["topic_id"] = uuid.UUID(t["topic_id"])
+        return api, name, version, body
 
     def _send(self, step: dict) -> None:
         api, name, version, body = self._read_send(step)
@@ -203,7 +253,7 @@ class Runner:
             event = request_event(
                 api, version, body, request_id=name, now_ms=driver.now_ms,
                 client_id=step.get("client_id", "client"), client_host=step.get("client_host", "/127.0.0.1"),
-                new_member_uuid=driver.new_uuid() if api == "JoinGroup" else "")
+                new_member_uuid=driver.new_uuid() if api in ("JoinGroup", "ConsumerGroupHeartbeat") else "")
         except schema.SchemaError as e:
             raise ScenarioFailure(f"bad request: {e}") from None
         self.sent[name] = (api, version)
@@ -242,6 +292,10 @@ class Runner:
         group = self.driver.coordinator.group(gid)
         if group is None:
             actual = {"group_id": gid, "state": "absent"}
+        elif getattr(group, "KIND", None) == "consumer":
+            actual = {"group_id": gid, "state": group.state.value, "protocol_type": "consumer",
+                      "group_epoch": group.group_epoch, "assignment_epoch": group.assignment_epoch,
+                      "members": list(group.members)}
         else:
             actual = {
                 "group_id": gid, "state": group.state.value, "generation_id": group.generation_id,
@@ -252,7 +306,7 @@ class Runner:
         if want.get("state") == "Dead" and actual["state"] == "absent":
             want = {"group_id": gid, "state": "absent"}
         unknown = set(want) - {"group_id", "state", "generation_id", "protocol_type", "protocol_name",
-                               "leader_id", "members"}
+                               "leader_id", "members", "group_epoch", "assignment_epoch"}
         if unknown:
             raise ScenarioFailure(f"unknown expect_group keys {sorted(unknown)}")
         problem = self._match(want, actual, f"group {gid}")
@@ -457,9 +511,48 @@ def _match_unordered(expected: list, actual: list, bindings: dict, where: str, k
     return None
 
 
+def _is_topic_id(value) -> bool:
+    try:
+        return isinstance(value, str) and uuid.UUID(value).int != 0
+    except ValueError:
+        return False
+
+
+def read_image(value) -> tuple:
+    """A ``topics_image`` step's topics as ``TopicsChanged.topics``, checked."""
+    if not isinstance(value, list):
+        raise ScenarioFailure("topics_image is a list of {name, topic_id, partitions}")
+    out, names, ids = [], set(), set()
+    for t in value:
+        if not (isinstance(t, dict) and set(t) == {"name", "topic_id", "partitions"}
+                and isinstance(t["name"], str) and t["name"] and _is_topic_id(t["topic_id"])
+                and isinstance(t["partitions"], int) and not isinstance(t["partitions"], bool)
+                and t["partitions"] > 0):
+            raise ScenarioFailure(f"bad topics_image entry {t!r}: name, topic_id (a non-zero uuid) and "
+                                  f"partitions (> 0) are needed")
+        tid = str(uuid.UUID(t["topic_id"]))
+        if t["name"] in names or tid in ids:
+            raise ScenarioFailure(f"topics_image names {t['name']!r} or its id twice")
+        names.add(t["name"])
+        ids.add(tid)
+        out.append((t["name"], tid, t["partitions"]))
+    return tuple(sorted(out))
+
+
+def rewrite_topic_ids(value, fn: Callable):
+    """``value`` with every field named ``topic_id`` (at any depth) replaced by ``fn(it)``."""
+    if isinstance(value, dict):
+        return {k: fn(v) if k == "topic_id" else rewrite_topic_ids(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rewrite_topic_ids(v, fn) for v in value]
+    return value
+
+
 def hexed(value):
     if isinstance(value, bytes):
         return value.hex()
+    if isinstance(value, uuid.UUID):
+        return str(value)
     if isinstance(value, dict):
         return {k: hexed(v) for k, v in value.items()}
     if isinstance(value, list):

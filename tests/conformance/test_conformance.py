@@ -5,10 +5,24 @@ project's own, and any further ones beside the repository."""
 import pytest
 from paths import KAFKA_SCENARIOS, ROOT, SCENARIOS, SUITE
 
-from groupcoord.adapters.conformance.suite import suite_files
+from groupcoord.adapters.conformance.suite import (
+    CONSUMER_EXPECTED_FAILURES,
+    consumer_suite_files,
+    suite_files,
+)
 from groupcoord.adapters.scenarios.runner import run_file, run_scenario, scenario_files
 
 FILES = SUITE
+CONSUMER_FILES = consumer_suite_files(ROOT)
+
+
+def consumer_params(files):
+    """The consumer group scenarios as test parameters, Kafka's disagreements marked xfail (strict:
+    a scenario that starts passing must leave the list)."""
+    return [pytest.param(p, id=f"consumer/{p.name}",
+                         marks=[pytest.mark.xfail(reason=CONSUMER_EXPECTED_FAILURES[p.name], strict=True)]
+                         if p.name in CONSUMER_EXPECTED_FAILURES else [])
+            for p in files]
 
 
 def test_the_suite_and_its_format_are_in_the_repository():
@@ -33,6 +47,50 @@ def test_extra_scenarios_add_only_new_names(tmp_path, monkeypatch):
 def test_scenario(path):
     result = run_file(path)
     assert result.passed, result.line()
+
+
+def test_the_consumer_scenarios_are_there():
+    assert len(CONSUMER_FILES) >= 60
+    assert set(CONSUMER_EXPECTED_FAILURES) <= {p.name for p in CONSUMER_FILES}
+    manifest = (ROOT / "spec" / "conformance" / "MANIFEST.md").read_text()
+    assert all(p.name in manifest for p in CONSUMER_FILES)
+
+
+@pytest.mark.parametrize("path", consumer_params(CONSUMER_FILES))
+def test_consumer_scenario(path):
+    result = run_file(path)
+    assert result.passed, result.line()
+
+
+def test_topics_image_and_records_steps():
+    fid = "f0000000-0000-4000-8000-000000000001"
+    steps = [{"topics_image": [{"name": "foo", "topic_id": fid, "partitions": 2}]},
+             {"send": "ConsumerGroupHeartbeat", "as": "h", "version": 1, "request": {
+                 "group_id": "g", "member_id": "m", "member_epoch": 0, "rebalance_timeout_ms": 5000,
+                 "subscribed_topic_names": ["foo"], "topic_partitions": []}},
+             {"expect": "h", "response": {"member_epoch": 1, "assignment": {
+                 "topic_partitions": [{"topic_id": fid, "partitions": [0, 1]}]}}},
+             {"expect_records": [{"type": "ConsumerGroupMetadata", "epoch": 1}, {"any": True}, {"any": True},
+                                 {"any": True}, {"any": True}, {"type": "ConsumerGroupCurrentMemberAssignment",
+                                                                "member_id": "m", "state": 0}]},
+             {"expect_records": []},
+             {"expect_group": {"group_id": "g", "state": "Stable", "group_epoch": 1, "members": ["m"]}}]
+    result = run_scenario({"name": "image", "steps": steps})
+    assert result.passed, result.line()
+
+
+@pytest.mark.parametrize("step, reason", [
+    ({"topics_image": [{"name": "foo", "topic_id": "nope", "partitions": 1}]}, "bad topics_image entry"),
+    ({"topics_image": [{"name": "foo", "topic_id": "00000000-0000-0000-0000-000000000000", "partitions": 1}]},
+     "bad topics_image entry"),
+    ({"expect_records": {"bogus": 1}}, "expect_records takes"),
+    ({"send": "ConsumerGroupHeartbeat", "as": "x", "request": {
+        "group_id": "g", "member_id": "m", "member_epoch": 1, "topic_partitions": [{"topic_id": "x", "partitions": []}]}},
+     "is not a uuid"),
+])
+def test_runner_refuses_bad_consumer_steps(step, reason):
+    result = run_scenario({"name": "bad", "steps": [step]})
+    assert not result.passed and reason in result.reason, result.line()
 
 
 def _join(name, member_id="", version=3, instance=None):

@@ -4,11 +4,13 @@ back, decoded and matched (adapters/conformance/wire.py)."""
 
 
 import pytest
-from paths import SUITE
+from paths import ROOT, SUITE
 
+from groupcoord.adapters.conformance.suite import CONSUMER_EXPECTED_FAILURES, consumer_suite_files
 from groupcoord.adapters.conformance.wire import WireScenarioRunner
 
 FILES = SUITE
+CONSUMER_FILES = consumer_suite_files(ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -25,6 +27,36 @@ def test_the_scenarios_are_there():
 @pytest.mark.parametrize("path", FILES, ids=[f"{p.parent.name}/{p.name}" for p in FILES])
 def test_scenario_through_the_wire(runner, path):
     result = runner.run_file(path)
+    assert result.passed, result.line()
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, id=f"consumer/{p.name}",
+                 marks=[pytest.mark.xfail(reason=CONSUMER_EXPECTED_FAILURES[p.name], strict=True)]
+                 if p.name in CONSUMER_EXPECTED_FAILURES else [])
+    for p in CONSUMER_FILES])
+def test_consumer_scenario_through_the_wire(runner, path):
+    result = runner.run_file(path)
+    assert result.passed, result.line()
+
+
+def test_scenario_topic_ids_are_translated_to_the_servers(runner):
+    # The server derives a topic's id from its name; the scenario's own id is seen in the answers.
+    fid = "0ddba11f-0000-4000-8000-000000000001"
+    steps = [{"topics_image": [{"name": "foo", "topic_id": fid, "partitions": 2}]},
+             {"send": "ConsumerGroupHeartbeat", "as": "h", "version": 1, "request": {
+                 "group_id": "g", "member_id": "m", "member_epoch": 0, "rebalance_timeout_ms": 5000,
+                 "subscribed_topic_names": ["foo"], "topic_partitions": []}},
+             {"expect": "h", "response": {"member_epoch": 1, "assignment": {
+                 "topic_partitions": [{"topic_id": fid, "partitions": [0, 1]}]}}},
+             {"send": "ConsumerGroupHeartbeat", "as": "h2", "version": 1, "request": {
+                 "group_id": "g", "member_id": "m", "member_epoch": 1, "rebalance_timeout_ms": 5000,
+                 "subscribed_topic_names": ["foo"], "topic_partitions": [{"topic_id": fid, "partitions": [0, 1]}]}},
+             {"expect": "h2", "response": {"error_code": "NONE", "member_epoch": 1}},
+             {"expect_records": [{"type": "ConsumerGroupTargetAssignmentMember", "topic_partitions": [
+                 {"topic_id": fid, "partitions": [0, 1]}]}, {"any": True}, {"any": True}, {"any": True},
+                 {"any": True}, {"any": True}]}]
+    result = runner.run_scenario({"name": "ids", "steps": steps})
     assert result.passed, result.line()
 
 
