@@ -115,7 +115,28 @@ class RebalanceTimer(NamedTuple):
     kind: str = "rebalance"
 
 
-TIMER_KEYS = (HeartbeatTimer, JoinTimer, SyncTimer, ExpirationTimer, SessionTimer, RebalanceTimer)
+class MemberJoinTimer(NamedTuple):
+    """A classic member of a consumer group told to rejoin: it must within its rebalance
+    timeout; fires as its fencing."""
+
+    partition: int
+    group_id: str
+    member_id: str
+    kind: str = "member-join"
+
+
+class MemberSyncTimer(NamedTuple):
+    """A classic member of a consumer group that joined: it must sync within its rebalance
+    timeout; fires as its fencing."""
+
+    partition: int
+    group_id: str
+    member_id: str
+    kind: str = "member-sync"
+
+
+TIMER_KEYS = (HeartbeatTimer, JoinTimer, SyncTimer, ExpirationTimer, SessionTimer, RebalanceTimer, MemberJoinTimer,
+              MemberSyncTimer)
 _KEY_BY_KIND = {key_type._field_defaults["kind"]: key_type for key_type in TIMER_KEYS}
 
 

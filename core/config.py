@@ -33,6 +33,7 @@ class CoordinatorConfig:
     group_consumer_session_timeout_ms: int = 45_000
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_max_size: int = 2_147_483_647
+    group_consumer_migration_policy: str = "bidirectional"  # disabled, upgrade, downgrade, bidirectional
 
     @property
     def offsets_retention_ms(self) -> int:
@@ -62,6 +63,9 @@ class CoordinatorConfig:
             raise ConfigError(
                 "group.max.session.timeout.ms must be at least group.min.session.timeout.ms, got "
                 f"{self.group_max_session_timeout_ms} < {self.group_min_session_timeout_ms}")
+        if self.group_consumer_migration_policy not in ("disabled", "upgrade", "downgrade", "bidirectional"):
+            raise ConfigError("group.consumer.migration.policy must be one of disabled, upgrade, downgrade, "
+                              f"bidirectional, got {self.group_consumer_migration_policy!r}")
         if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
             raise ConfigError(
                 "group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms, got "
@@ -87,6 +91,7 @@ KAFKA_NAMES = {
     "group.consumer.session.timeout.ms": "group_consumer_session_timeout_ms",
     "group.consumer.heartbeat.interval.ms": "group_consumer_heartbeat_interval_ms",
     "group.consumer.max.size": "group_consumer_max_size",
+    "group.consumer.migration.policy": "group_consumer_migration_policy",
 }
 
 # Kafka's ranges (atLeast(1) in GroupCoordinatorConfig), plus non-negative timeouts.

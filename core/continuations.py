@@ -89,7 +89,8 @@ class DeleteResult:
 class RevertConsumerGroup:
     """A consumer group's step: if its write fails, the group is as it was before (``before``,
     None: it did not exist), unless a later step changed it since (``after`` is no longer the
-    group held). Kafka reverts its in-memory state to the last committed offset."""
+    group held; ``after`` None: the group gave way to another, and comes back if none is held).
+    Kafka reverts its in-memory state to the last committed offset."""
 
     group_id: str
     before: Any

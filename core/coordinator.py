@@ -29,7 +29,7 @@ from typing import Any, Callable
 
 import attrs
 
-from . import admin, after_write
+from . import admin, after_write, migration
 from . import events as ev
 from . import offsets as offset_ops
 from .classic.machine import Delete, GroupMachine, Rebalance, Unload, Written
@@ -45,18 +45,15 @@ from .commands import (
     ExpirationTimer,
     FetchedGroup,
     GroupTombstone,
-    HeartbeatResponse,
     HeartbeatTimer,
-    JoinGroupResponse,
     JoinTimer,
-    LeaveGroupMemberResponse,
-    LeaveGroupResponse,
+    MemberJoinTimer,
+    MemberSyncTimer,
     OffsetFetchResponse,
     OffsetTombstone,
     RebalanceTimer,
     Respond,
     SessionTimer,
-    SyncGroupResponse,
     SyncTimer,
 )
 from .config import CoordinatorConfig
@@ -128,6 +125,7 @@ class Coordinator:
         self._groups: dict[str, Group | ConsumerGroup] = {}  # the group store: one group of one kind per id
         self._machine = GroupMachine(self.config)
         self._consumer = ConsumerMachine(self.config)
+        self._consumer.downgrade = self._downgrade
         self._image: dict[str, tuple[str, int]] = {}  # the topics: name -> (topic id, partitions)
         self._offsets = OffsetStore()
         self._log = WriteLog()
@@ -283,8 +281,14 @@ class Coordinator:
 
     def _on_group_request(self, ctx: Context, req: ev.JoinGroup | ev.SyncGroup | ev.LeaveGroup) -> None:
         partition = self._route(ctx, req, req.group_id)
-        if partition is not None and isinstance(self._groups.get(req.group_id), ConsumerGroup):
-            ctx.respond(req.request_id, _classic_to_consumer_group(req))
+        group = self._groups.get(req.group_id)
+        if partition is not None and isinstance(group, ConsumerGroup):
+            if type(req) is ev.JoinGroup and not group.members:
+                # an empty consumer group gives way to the classic group the join makes
+                self._run_op(ctx, None, req, self._classic_join_replacing, group, req)
+            else:
+                self._run_op(ctx, None if type(req) is ev.JoinGroup else partition, req,
+                             self._classic_to_consumer_group, req)
         elif partition is not None:
             # a LeaveGroup's result waits behind writes in flight; a join's or sync's rides on its own
             self._run_op(ctx, partition if type(req) is ev.LeaveGroup else None, req, self._step, req.group_id, req)
@@ -295,7 +299,7 @@ class Coordinator:
         if (group is not None and req.group_id and self._partitions.get(group.partition) is ACTIVE) \
                 or self._route(ctx, req, req.group_id) is not None:
             if isinstance(group, ConsumerGroup):
-                ctx.respond(req.request_id, HeartbeatResponse(Error.UNKNOWN_MEMBER_ID))
+                self._run_op(ctx, group.partition, req, self._classic_to_consumer_group, req)
                 return
             response, timer, held = self._machine.heartbeat(group, req, ctx.now)
             if timer is not None:
@@ -306,6 +310,48 @@ class Coordinator:
                 ctx.out.append(Respond(req.request_id, response))
 
     # ------------------------------------------------------------ consumer groups (KIP-848)
+
+    def _classic_to_consumer_group(self, ctx: Context, records: Records, req):
+        """A classic JoinGroup, SyncGroup, Heartbeat or LeaveGroup to a consumer group with
+        members (core/migration.py)."""
+        before = group = self._groups[req.group_id]
+        assert isinstance(group, ConsumerGroup)
+        after: Any
+        response: Any
+        try:
+            if type(req) is ev.JoinGroup:
+                after, response = migration.join(ctx, records, self._consumer, group, req, self._image, self.config)
+            elif type(req) is ev.SyncGroup:
+                after, response = migration.sync(ctx, group, req, self._image)
+            elif type(req) is ev.Heartbeat:
+                after, response = migration.heartbeat(ctx, group, req.member_id, req.group_instance_id,
+                                                      req.generation_id)
+            else:
+                after, response = migration.leave(ctx, records, self._consumer, group, req, self._image)
+        except HeartbeatError as e:
+            records.clear()
+            return migration.error_answer(req, e.error)
+        self._groups[req.group_id] = after
+        if isinstance(after, Group):  # downgraded: the classic group rebalances
+            self._step(ctx, records, req.group_id, Rebalance())
+        if group.partition in records:
+            records.then(group.partition, RevertConsumerGroup(req.group_id, before, after))
+        return response
+
+    def _classic_join_replacing(self, ctx: Context, records: Records, group: ConsumerGroup, req: ev.JoinGroup):
+        """``maybeDeleteEmptyConsumerGroup``, then the join of a classic group."""
+        del self._groups[group.group_id]
+        for record in consumer_records.tombstones(group):
+            records.append(group.partition, record)
+        records.then(group.partition, RevertConsumerGroup(group.group_id, group, None))
+        return self._step(ctx, records, req.group_id, req)
+
+    def _downgrade(self, ctx: Context, records: Records, group: ConsumerGroup, leaving: str) -> Group | None:
+        """The fencing of ``leaving`` leaves only classic members: the group becomes classic
+        (core/migration.py), or None when the policy or the group does not allow it."""
+        if not migration.can_downgrade(group, leaving, self.config):
+            return None
+        return migration.downgrade(ctx, records, group, leaving, self._image)
 
     def _on_topics(self, ctx: Context, event: ev.TopicsChanged) -> None:
         self._image = {name: (topic_id, partitions) for name, topic_id, partitions in event.topics}
@@ -340,15 +386,17 @@ class Coordinator:
                 # an empty classic group becomes a consumer group (its offsets stay)
                 records.append(partition, GroupTombstone(gid))
                 group = ConsumerGroup(group_id=gid, partition=partition)
+            elif req.member_epoch == 0 and migration.can_upgrade(existing, self.config):
+                group = migration.upgrade(ctx, records, existing, self._image)
             else:
-                # converting a classic group with members (group.consumer.migration.policy) is not
-                # built yet: Kafka's answer when the policy does not allow it
                 raise HeartbeatError(Error.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group")
             group, response = self._consumer.heartbeat(ctx, records, group, req, self._image)
         except HeartbeatError as e:
             records.clear()
             return ConsumerGroupHeartbeatResponse(error_code=e.error, error_message=e.message)
         self._groups[gid] = group
+        if isinstance(group, Group):  # downgraded: the classic group rebalances
+            self._step(ctx, records, gid, Rebalance())
         if partition in records:
             records.then(partition, RevertConsumerGroup(gid, existing, group))
         return response
@@ -380,18 +428,29 @@ class Coordinator:
             return
         if type(key) is SessionTimer:
             after = self._consumer.session_expired(ctx, records, group, key.member_id, self._image)
+        elif type(key) is MemberJoinTimer or type(key) is MemberSyncTimer:
+            after = self._consumer.classic_timer_expired(ctx, records, group, key.member_id, self._image)
         else:
             after = self._consumer.rebalance_expired(ctx, records, group, key.member_id, event.payload, self._image)
         if after is not group and after is not None:
             self._groups[key.group_id] = after
+            if isinstance(after, Group):
+                self._step(ctx, records, key.group_id, Rebalance())
             records.then(group.partition, RevertConsumerGroup(key.group_id, group, after))
 
     def _consumer_written(self, ctx, records, continuation: RevertConsumerGroup, error, write) -> None:
-        if error is not None and self._groups.get(continuation.group_id) is continuation.after:
-            if continuation.before is None:
-                del self._groups[continuation.group_id]
+        if error is None:
+            return
+        gid, before, after = continuation.group_id, continuation.before, continuation.after
+        current = self._groups.get(gid)
+        if after is None:  # the group gave way to a classic one, whose own failure removed it
+            if current is None:
+                self._groups[gid] = before
+        elif current is after:
+            if before is None:
+                del self._groups[gid]
             else:
-                self._groups[continuation.group_id] = continuation.before
+                self._groups[gid] = before
 
     # ------------------------------------------------------------ offsets (offsets.py)
 
@@ -515,7 +574,7 @@ class Coordinator:
             offset_ops.expire(ctx, records, self._offsets, self.config,
                               [g for g in self._groups.values() if g.partition == partition], partition,
                               lambda gid: self._delete_group(ctx, records, gid, partition))
-        elif kind is SessionTimer or kind is RebalanceTimer:
+        elif kind is SessionTimer or kind is RebalanceTimer or kind is MemberJoinTimer or kind is MemberSyncTimer:
             self._consumer_timer(ctx, records, event)
         elif kind is HeartbeatTimer or kind is JoinTimer or kind is SyncTimer:
             self._step(ctx, records, key.group_id, event)
@@ -647,15 +706,3 @@ _EMPTY_ID_ALLOWED = (ev.OffsetCommit, ev.OffsetFetch, ev.DescribeGroups, ev.Dele
 
 
 
-
-def _classic_to_consumer_group(req: ev.JoinGroup | ev.SyncGroup | ev.LeaveGroup):
-    """A classic request to a consumer group, which has no classic members (Kafka's
-    ``classicGroup*ToConsumerGroup``: a member that is not there, or does not use the classic
-    protocol, is unknown). A JoinGroup would make the group a mixed one, which is not built
-    yet: refused as a protocol the group does not support (spec/consumer.md, "Deviations")."""
-    if isinstance(req, ev.JoinGroup):
-        return JoinGroupResponse(error_code=Error.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)
-    if isinstance(req, ev.SyncGroup):
-        return SyncGroupResponse(error_code=Error.UNKNOWN_MEMBER_ID)
-    return LeaveGroupResponse(Error.NONE, tuple(
-        LeaveGroupMemberResponse(m.member_id, m.group_instance_id, Error.UNKNOWN_MEMBER_ID) for m in req.members))

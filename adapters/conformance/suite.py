@@ -45,20 +45,7 @@ CONSUMER_SUITE_DIR = "tests/conformance/consumer"
 
 # Scenarios where the core answers differently from Kafka (file name -> why): run, and expected
 # to fail until the core follows Kafka (the tests mark them xfail, strict).
-CONSUMER_EXPECTED_FAILURES = {
-    "kip848-leaving-member-bumps-group-epoch.json":
-        "a leave (epoch -1) does not rewrite the subscription metadata without the leaving member "
-        "(GroupMetadataManager.consumerGroupFenceMember writes ConsumerGroupPartitionMetadata)",
-    "kip848-leaving-static-member-bumps-group-epoch.json":
-        "a static member's leave with epoch -1 does not rewrite the subscription metadata "
-        "(GroupMetadataManager.consumerGroupFenceMember)",
-    "kip848-leaving-member-then-reload.json":
-        "the subscription metadata the leave did not write makes the replayed group bump its epoch "
-        "again at the next heartbeat (4 where Kafka answers 3)",
-    "kip848-cab-unrevoked-to-unrevoked.json":
-        "a member leaving UNREVOKED_PARTITIONS with more to revoke moves to epoch + 1; Kafka keeps its "
-        "epoch (CurrentAssignmentBuilder.build: computeNextAssignment(member.memberEpoch(), ...))",
-}
+CONSUMER_EXPECTED_FAILURES: dict[str, str] = {}
 
 
 def consumer_suite_files(root: str | Path) -> list[Path]:

@@ -37,13 +37,15 @@ the next heartbeat, where Kafka resolves off the request path and refreshes on a
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from typing import Any, Mapping
 
 import attrs
 
 from ..commands import (
     ConsumerGroupHeartbeatResponse,
     DescribedConsumerGroup,
+    MemberJoinTimer,
+    MemberSyncTimer,
     RebalanceTimer,
     SessionTimer,
 )
@@ -153,7 +155,7 @@ class ConsumerMachine:
         """One heartbeat on ``group`` (a new one for a first join); raises HeartbeatError.
         Returns the group after it and the answer."""
         if req.member_epoch in (LEAVE_GROUP_MEMBER_EPOCH, LEAVE_GROUP_STATIC_MEMBER_EPOCH):
-            return self._leave(ctx, records, group, req)
+            return self._leave(ctx, records, group, req, image)
         joining = req.member_epoch == 0
         if len(group.members) >= self.config.group_consumer_max_size and \
                 (req.member_id == "" or req.member_id not in group.members):
@@ -195,13 +197,34 @@ class ConsumerMachine:
                 _check_epoch(member, req.member_epoch, req.topic_partitions)
 
         # 1. the member's new identity and subscription
-        if req.instance_id is None and req.rack_id is None and req.rebalance_timeout_ms == -1 and \
-                req.server_assignor is None and req.subscribed_topic_names is None and \
-                req.subscribed_topic_regex is None and req.client_id == member.client_id and \
-                req.client_host == member.client_host:
+        if member.classic is None and req.instance_id is None and req.rack_id is None and \
+                req.rebalance_timeout_ms == -1 and req.server_assignor is None and \
+                req.subscribed_topic_names is None and req.subscribed_topic_regex is None and \
+                req.client_id == member.client_id and req.client_host == member.client_host:
             updated = member  # a steady heartbeat changes nothing of it
         else:
             updated = self._updated(member, req)
+        group, updated = self.update_member(ctx, records, group, member, updated, req.topic_partitions, image,
+                                            replaced)
+        ctx.arm(SessionTimer(p, group.group_id, member_id), self.config.group_consumer_session_timeout_ms)
+
+        full = req.rebalance_timeout_ms != -1 and \
+            (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None) and \
+            req.topic_partitions is not None
+        send = joining or full or (updated is not member and dict(updated.assigned) != dict(member.assigned))
+        return group, ConsumerGroupHeartbeatResponse(
+            member_id=member_id, member_epoch=updated.member_epoch,
+            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
+            assignment=as_topic_partitions(updated.assigned) if send else None)
+
+    def update_member(self, ctx: Context, records: Records, group: ConsumerGroup, member: ConsumerMember,
+                      updated: ConsumerMember, owned, image: Image, replaced: ConsumerMember | None = None
+                      ) -> tuple[ConsumerGroup, ConsumerMember]:
+        """The three steps of a member's heartbeat or classic join after its checks: its new
+        subscription written (a change bumps the group epoch), the target assignment when the
+        group epoch is ahead of it, the member reconciled towards it (``owned``: the partitions
+        it reports). ``replaced``: the static member it took the place of."""
+        p, member_id = group.partition, updated.member_id
         names_changed = regex_changed = False
         if updated is not member and updated != member or member.member_id not in group.members:
             records.append(p, ConsumerMemberRecord(group.group_id, member_id, updated))
@@ -216,38 +239,26 @@ class ConsumerMachine:
             group, changed = self._refresh_subscription(records, group, image)
             if bump or changed:
                 group = _bumped(records, group)
-
-        # 2. the target assignment, when the group epoch is ahead of it
         if group.group_epoch > group.assignment_epoch:
             group = self._assign(records, group, image, gone=replaced)
-        target = group.target.get(member_id, {})
-
-        # 3. the member's reconciliation
-        before = updated
         if not updated.reconciled_to(group.assignment_epoch) or subscription_changed:
+            before = updated
             try:
-                updated = reconcile(updated, group.assignment_epoch, target, self._subscribed_ids(group, updated, image),
-                                    group.partition_epochs(), req.topic_partitions, subscription_changed)
+                updated = reconcile(updated, group.assignment_epoch, group.target.get(member_id, {}),
+                                    self._subscribed_ids(group, updated, image), group.partition_epochs(), owned,
+                                    subscription_changed)
             except Fenced as e:
                 raise HeartbeatError(Error.FENCED_MEMBER_EPOCH, str(e)) from None
             if updated != before:
                 records.append(p, ConsumerAssignmentRecord(group.group_id, member_id, updated))
-                if updated.state is MemberState.UNREVOKED_PARTITIONS:
-                    ctx.arm(RebalanceTimer(p, group.group_id, member_id), updated.rebalance_timeout_ms,
-                            updated.member_epoch)
-                else:
-                    ctx.cancel(RebalanceTimer(p, group.group_id, member_id))
+                if updated.classic is None:  # a classic member has its join and sync timers instead
+                    if updated.state is MemberState.UNREVOKED_PARTITIONS:
+                        ctx.arm(RebalanceTimer(p, group.group_id, member_id), updated.rebalance_timeout_ms,
+                                updated.member_epoch)
+                    else:
+                        ctx.cancel(RebalanceTimer(p, group.group_id, member_id))
                 group = self._with_member(group, updated)
-        ctx.arm(SessionTimer(p, group.group_id, member_id), self.config.group_consumer_session_timeout_ms)
-
-        full = req.rebalance_timeout_ms != -1 and \
-            (req.subscribed_topic_names is not None or req.subscribed_topic_regex is not None) and \
-            req.topic_partitions is not None
-        send = joining or full or (updated is not member and dict(updated.assigned) != dict(member.assigned))
-        return group, ConsumerGroupHeartbeatResponse(
-            member_id=member_id, member_epoch=updated.member_epoch,
-            heartbeat_interval_ms=self.config.group_consumer_heartbeat_interval_ms,
-            assignment=as_topic_partitions(updated.assigned) if send else None)
+        return group, updated
 
     @staticmethod
     def _updated(member: ConsumerMember, req) -> ConsumerMember:
@@ -263,9 +274,9 @@ class ConsumerMachine:
             if req.subscribed_topic_names is not None else member.subscribed_topic_names,
             subscribed_topic_regex=(req.subscribed_topic_regex or None) if req.subscribed_topic_regex is not None
             else member.subscribed_topic_regex,
-            client_id=req.client_id, client_host=req.client_host)
+            client_id=req.client_id, client_host=req.client_host, classic=None)
 
-    def _leave(self, ctx: Context, records: Records, group: ConsumerGroup, req
+    def _leave(self, ctx: Context, records: Records, group: ConsumerGroup, req, image: Image
                ) -> tuple[ConsumerGroup, ConsumerGroupHeartbeatResponse]:
         """``consumerGroupLeave``: -1 leaves for good (fenced), -2 is a static member's
         temporary leave, its partitions kept until its session ends or it rejoins."""
@@ -287,14 +298,23 @@ class ConsumerMachine:
                 records.append(group.partition, ConsumerAssignmentRecord(group.group_id, member.member_id, left))
                 return self._with_member(group, left), ConsumerGroupHeartbeatResponse(
                     member_id=member.member_id, member_epoch=LEAVE_GROUP_STATIC_MEMBER_EPOCH)
-        group = self.fence(ctx, records, group, member)
+        group = self.fence(ctx, records, group, member, image)
         return group, ConsumerGroupHeartbeatResponse(member_id=req.member_id, member_epoch=req.member_epoch)
 
     # ------------------------------------------------------------------ fencing and timers
 
+    # set by the coordinator: ``(ctx, records, group, leaving member id) -> classic group or None``,
+    # the online downgrade a fencing may make instead (core/migration.py)
+    downgrade: Any = None
+
     def fence(self, ctx: Context, records: Records, group: ConsumerGroup, member: ConsumerMember,
-              image: Image | None = None) -> ConsumerGroup:
-        """``consumerGroupFenceMember``: the member's records go, the group epoch is bumped."""
+              image: Image | None = None):
+        """``consumerGroupFenceMember``: the member's records go, the group epoch is bumped; or
+        the group becomes a classic one when only classic members remain (returned then)."""
+        if self.downgrade is not None:
+            converted = self.downgrade(ctx, records, group, member.member_id)
+            if converted is not None:
+                return converted
         gid, p, mid = group.group_id, group.partition, member.member_id
         _remove_records(records, p, gid, mid)
         members = {k: v for k, v in group.members.items() if k != mid}
@@ -303,12 +323,22 @@ class ConsumerMachine:
         if image is not None:
             group, _ = self._refresh_subscription(records, group, image)
         group = _bumped(records, group)
-        ctx.cancel(SessionTimer(p, gid, mid))
-        ctx.cancel(RebalanceTimer(p, gid, mid))
+        for key in (SessionTimer, RebalanceTimer, MemberJoinTimer, MemberSyncTimer):
+            ctx.cancel(key(p, gid, mid))
+        if mid in group.rejoin_deadlines:
+            group = attrs.evolve(group, rejoin_deadlines={k: v for k, v in group.rejoin_deadlines.items() if k != mid})
         return group
 
     def session_expired(self, ctx: Context, records: Records, group: ConsumerGroup | None, member_id: str,
                         image: Image) -> ConsumerGroup | None:
+        member = None if group is None else group.members.get(member_id)
+        if group is None or member is None:
+            return group
+        return self.fence(ctx, records, group, member, image)
+
+    def classic_timer_expired(self, ctx: Context, records: Records, group: ConsumerGroup | None, member_id: str,
+                              image: Image):
+        """A classic member did not rejoin (or sync) within its rebalance timeout: fenced."""
         member = None if group is None else group.members.get(member_id)
         if group is None or member is None:
             return group

@@ -52,6 +52,19 @@ def merged(a: Assignment, b: Assignment) -> dict[str, frozenset]:
 
 
 @attrs.frozen
+class ClassicMeta:
+    """A member that speaks the classic protocol inside a consumer group (Kafka's
+    ``ClassicMemberMetadata``): its session timeout and its JoinGroup protocols."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+    @property
+    def protocol_name(self) -> str:
+        return self.protocols[0][0]
+
+
+@attrs.frozen
 class ConsumerMember:
     member_id: str
     instance_id: str | None = None
@@ -67,6 +80,7 @@ class ConsumerMember:
     state: MemberState = MemberState.STABLE
     assigned: Assignment = attrs.field(factory=dict)
     pending_revocation: Assignment = attrs.field(factory=dict)
+    classic: ClassicMeta | None = None  # set: the member uses the classic protocol
 
     def reconciled_to(self, epoch: int) -> bool:
         return self.state is MemberState.STABLE and self.member_epoch == epoch
@@ -80,7 +94,8 @@ class ConsumerMember:
             member_id=self.member_id, instance_id=self.instance_id, rack_id=self.rack_id,
             member_epoch=self.member_epoch, client_id=self.client_id, client_host=self.client_host,
             subscribed_topic_names=self.subscribed_topic_names, subscribed_topic_regex=self.subscribed_topic_regex,
-            assignment=_described(self.assigned, names), target_assignment=_described(target, names))
+            assignment=_described(self.assigned, names), target_assignment=_described(target, names),
+            member_type=0 if self.classic is not None else 1)
 
 
 def _described(assignment: Assignment, names: Mapping[str, str]) -> tuple[DescribedTopicPartitions, ...]:
@@ -109,6 +124,9 @@ class ConsumerGroup:
     # the topics image ``subscribed`` was last computed against (held, never written: a group
     # loaded or restored computes it again at its next heartbeat, as Kafka's refresh deadline)
     refreshed: Any = attrs.field(default=None, eq=False, repr=False)
+    # classic members told to rejoin, with their join timeout's deadline (Kafka arms it only
+    # if absent: a member heartbeating without rejoining is still fenced in time)
+    rejoin_deadlines: Mapping[str, int] = attrs.field(factory=dict, eq=False, repr=False)
 
     @property
     def state(self) -> ConsumerGroupState:
@@ -127,6 +145,16 @@ class ConsumerGroup:
             if m.instance_id == instance_id:
                 return m
         return None
+
+    def supports_classic_protocols(self, protocol_type: str, names: set) -> bool:
+        """``ConsumerGroup.supportsClassicProtocols``: an empty group takes any non-empty
+        protocol type and list; else the type is "consumer" and one of the names is one every
+        classic member lists."""
+        if not self.members:
+            return bool(protocol_type) and bool(names)
+        classic = [m.classic for m in self.members.values() if m.classic is not None]
+        return protocol_type == "consumer" and any(
+            all(any(n == name for n, _ in c.protocols) for c in classic) for name in names)
 
     def subscribed_names(self) -> frozenset:
         """Every topic name a member subscribes to, by name or through a resolved regex."""

@@ -106,7 +106,7 @@ class ConsumerRegexRecord:
 RECORD_TYPES = (ConsumerGroupEpochRecord, ConsumerSubscriptionRecord, ConsumerMemberRecord,
                 ConsumerTargetEpochRecord, ConsumerTargetRecord, ConsumerAssignmentRecord, ConsumerRegexRecord)
 
-_IDENTITY = ("instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms", "server_assignor",
+_IDENTITY = ("instance_id", "rack_id", "client_id", "client_host", "rebalance_timeout_ms", "server_assignor", "classic",
              "subscribed_topic_names", "subscribed_topic_regex")
 _PROGRESS = ("member_epoch", "previous_member_epoch", "state", "assigned", "pending_revocation")
 

@@ -50,6 +50,7 @@ class Driver:
                 outcome = ev.WriteFailed(now_ms=self.now, write_id=cmd.write_id, error=fail) if fail else \
                     ev.WriteCompleted(now_ms=self.now, write_id=cmd.write_id)
                 done += self.c.handle(outcome)
+        self.last = done
         return done
 
     def hb(self, member_id="", epoch=0, topics=("t",), owned=(), version=1, fail=None, full=None,
@@ -361,8 +362,8 @@ def test_classic_requests_to_a_consumer_group():
     assert [m.error_code for m in out[0].response.members] == [Error.UNKNOWN_MEMBER_ID]
 
 
-def test_an_empty_classic_group_becomes_a_consumer_group_and_a_busy_one_does_not():
-    d = Driver(group_initial_rebalance_delay_ms=0)
+def test_an_empty_classic_group_becomes_a_consumer_group_and_a_busy_one_does_not_when_upgrades_are_off():
+    d = Driver(group_initial_rebalance_delay_ms=0, group_consumer_migration_policy="downgrade")
     d.run(ev.OffsetCommit(request_id="c", now_ms=d.now, version=9, group_id="g", generation_id=-1, member_id="",
                           topics=(("t", (ev.CommitPartition(partition_index=0, committed_offset=7),)),)))
     assert d.c.group("g").KIND == "classic"
