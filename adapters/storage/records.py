@@ -14,6 +14,9 @@ topic:
   instance id, client id/host, rebalance and session timeouts, subscription and assignment
   bytes). Reading also accepts offset values v0-v3 and group values v0-v3 (older Kafka).
 * **tombstones** (``GroupTombstone``, ``OffsetTombstone``): the key with a null value.
+* **KIP-848's consumer group records** (key versions 3 to 8 and 16, each key's version being
+  its record type; flexible values): ``consumer_format``. A consumer record whose value is
+  None is its key's tombstone.
 
 And the container: a Kafka record batch, magic v2 (``DefaultRecordBatch``), uncompressed,
 no producer id, CRC-32C checked on read. One write of the core is one batch, so a write is
@@ -28,6 +31,7 @@ from typing import Iterator
 
 import crc32c
 
+from groupcoord.adapters.storage import consumer_format
 from groupcoord.core.commands import (
     GroupMetadataRecord,
     GroupTombstone,
@@ -140,9 +144,19 @@ def encode_key(record) -> bytes:
     elif type(record) in (GroupMetadataRecord, GroupTombstone):
         out.append(_I16.pack(GROUP_KEY_VERSION))
         _str(out, record.group_id)
+    elif consumer_format.handles(record):
+        return consumer_format.encode_key(record)
     else:
         raise TypeError(f"not a coordinator record: {record!r}")
     return b"".join(out)
+
+
+def is_tombstone(record) -> bool:
+    """A record whose value is null: its key is deleted (compacted away)."""
+    kind = type(record)
+    if kind is GroupTombstone or kind is OffsetTombstone:
+        return True
+    return consumer_format.handles(record) and consumer_format.is_tombstone(record)
 
 
 def encode_value(record) -> bytes | None:
@@ -181,6 +195,8 @@ def encode_value(record) -> bytes | None:
         return b"".join(out)
     if kind in (GroupTombstone, OffsetTombstone):
         return None
+    if consumer_format.handles(record):
+        return consumer_format.encode_value(record)
     raise TypeError(f"not a coordinator record: {record!r}")
 
 
@@ -207,6 +223,10 @@ def decode(key: bytes | None, value: bytes | None):
             group = r.str()
             r.done()
             return GroupTombstone(group) if value is None else _group_value(group, value)
+        if version in consumer_format.RECORD_TYPES:
+            return consumer_format.decode(key, value)
+    except consumer_format.ConsumerFormatError as e:
+        raise FormatError(f"bad record: {e}") from None
     except (struct.error, UnicodeDecodeError) as e:
         raise FormatError(f"bad record: {e}") from None
     raise FormatError(f"unknown record key version {version}")

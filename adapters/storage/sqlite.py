@@ -2,7 +2,8 @@
 
 Each offsets-topic partition is a set of rows keyed like ``__consumer_offsets`` keys its
 records: the row's key and value are Kafka's own record key and value bytes
-(``offsets_format``: a group's metadata by group id; an offset by group, topic and partition),
+(``records``: a group's metadata by group id; an offset by group, topic and partition; a
+consumer group's records by group, and member or regular expression, as Kafka keys them),
 the same bytes the broker-backed storage writes. A newer record for a key replaces the older
 one (compaction); a tombstone deletes it. ``load`` returns the surviving records in the order
 they were written, which is what the core's load path replays.
@@ -41,7 +42,6 @@ from groupcoord.adapters.storage import records as fmt
 from groupcoord.adapters.storage.dirlock import DataDirLock
 from groupcoord.adapters.storage.interface import StorageError, StorageOpenError
 from groupcoord.core import trace
-from groupcoord.core.commands import GroupTombstone, OffsetTombstone
 from groupcoord.core.errors import Error
 
 SCHEMA_VERSION = 2
@@ -49,10 +49,6 @@ DB_NAME = "groupcoord.sqlite3"
 _CREATE = ("CREATE TABLE IF NOT EXISTS {table} (partition INTEGER NOT NULL, key BLOB NOT NULL, "
            "seq INTEGER NOT NULL, value BLOB NOT NULL, PRIMARY KEY (partition, key))")
 
-
-
-def _is_tombstone(record) -> bool:
-    return isinstance(record, (GroupTombstone, OffsetTombstone))
 
 
 class SqliteStorage:
@@ -135,12 +131,20 @@ class SqliteStorage:
         future = loop.create_future()
         if self._closed:
             future.set_exception(StorageError(Error.NOT_LEADER_OR_FOLLOWER))
-        else:
-            # Appends of one loop turn go to the writer as one item: one transaction (one
-            # fsync) per turn at most, however quickly the previous transaction finished.
-            if not self._turn:
-                loop.call_soon(self._hand_over_turn)
-            self._turn.append((loop, future, partition, records))
+            return future
+        try:
+            # Encoded here, so a record the format cannot hold fails its own write (at once),
+            # not the transaction it would share with others, nor the writer thread.
+            encode_key, encode_value = fmt.encode_key, fmt.encode_value
+            rows = [(encode_key(r), encode_value(r)) for r in records]
+        except Exception as e:  # any failure to encode is this write's failure
+            future.set_exception(StorageError(Error.UNKNOWN_SERVER_ERROR, f"{type(e).__name__}: {e}", level="error"))
+            return future
+        # Appends of one loop turn go to the writer as one item: one transaction (one
+        # fsync) per turn at most, however quickly the previous transaction finished.
+        if not self._turn:
+            loop.call_soon(self._hand_over_turn)
+        self._turn.append((loop, future, partition, rows))
         return future
 
     def _hand_over_turn(self) -> None:
@@ -191,7 +195,15 @@ class SqliteStorage:
                     self._queue.put(None)
                     break
                 batch.extend(nxt)
-            error = self._commit(batch)
+            try:
+                error = self._commit(batch)
+            except Exception as e:  # the writer outlives any failure: its writes get an outcome
+                try:
+                    self._db.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass  # no transaction was open
+                self._last_error = f"{self.path}: {type(e).__name__}: {e}"
+                error = Error.KAFKA_STORAGE_ERROR
             by_loop: dict = {}
             for loop, future, _, _ in batch:
                 by_loop.setdefault(loop, []).append(future)
@@ -223,17 +235,16 @@ class SqliteStorage:
             db.execute("BEGIN IMMEDIATE")
             seq = self._seq
             upserts: list = []
-            for _, _, partition, records in batch:
-                for record in records:
+            for _, _, partition, rows in batch:
+                for key, value in rows:  # Kafka's key and value bytes (a null value: a tombstone)
                     seq += 1
-                    key = fmt.encode_key(record)
-                    if _is_tombstone(record):
+                    if value is None:
                         if upserts:  # keep the order: what came before the tombstone first
                             db.executemany(_UPSERT, upserts)
                             upserts = []
                         db.execute("DELETE FROM records WHERE partition = ? AND key = ?", (partition, key))
                     else:
-                        upserts.append((partition, key, seq, fmt.encode_value(record)))
+                        upserts.append((partition, key, seq, value))
             if upserts:
                 db.executemany(_UPSERT, upserts)
             db.execute("COMMIT")

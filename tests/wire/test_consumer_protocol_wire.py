@@ -466,9 +466,8 @@ def _poll_until(consumers, condition, what):
 @needs_core
 def test_two_librdkafka_consumers_share_six_partitions():
     confluent_kafka = pytest.importorskip("confluent_kafka")
-    # memory storage: the SQLite storage does not store KIP-848's records yet
-    server = ServerProcess("--storage", "memory", topics=("t6=6",), settings={"group.consumer.heartbeat.interval.ms": 500,
-                                                        "group.consumer.session.timeout.ms": 10000})
+    server = ServerProcess(topics=("t6=6",), settings={"group.consumer.heartbeat.interval.ms": 500,
+                                                       "group.consumer.session.timeout.ms": 10000})
     consumers = []
     try:
         def consumer(name):
