@@ -1,5 +1,6 @@
 """The coordinator's read-only answers: DescribeGroups, ListGroups and FindCoordinator, each a
-function of the request and what it reads (the partitions' status, the groups)."""
+function of the request and what it reads (the partitions' status, the groups), and the routing
+of a request's group ids to the partitions that hold them."""
 
 from __future__ import annotations
 
@@ -61,3 +62,22 @@ def find_coordinator(req: ev.FindCoordinator, owned: Callable[[str], bool],
         else:
             coordinators.append(CoordinatorEndpoint(key, -1, "", -1, error))
     return FindCoordinatorResponse(tuple(coordinators))
+
+
+def routed(group_ids, partitions: Mapping[int, str], partition_of: Callable[[str], int]
+           ) -> tuple[dict[int, list[str]], dict[Any, Error]]:
+    """The group ids of a request this coordinator can act on, by owned active partition, and
+    the errors of the others (INVALID_GROUP_ID, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
+    by_partition: dict[int, list[str]] = {}
+    results: dict[Any, Error] = {}  # a group id may be None
+    for gid in group_ids:
+        if gid is None:
+            results[gid] = Error.INVALID_GROUP_ID
+            continue
+        partition = partition_of(gid)
+        status = partitions.get(partition)
+        if status is not ACTIVE:
+            results[gid] = Error.NOT_COORDINATOR if status is None else Error.COORDINATOR_LOAD_IN_PROGRESS
+            continue
+        by_partition.setdefault(partition, []).append(gid)
+    return by_partition, results

@@ -29,38 +29,27 @@ from typing import Any, Callable
 
 import attrs
 
-from . import admin, after_write, migration
+from . import admin, after_write
 from . import events as ev
 from . import offsets as offset_ops
 from .classic.machine import Delete, GroupMachine, Rebalance, Unload, Written
-from .classic.model import Group, MemberError
-from .classic.states import DEAD, EMPTY
+from .classic.model import Group
+from .classic.states import DEAD
 from .commands import (
     CancelPartitionTimers,
-    ConsumerGroupDescribeResponse,
-    ConsumerGroupHeartbeatResponse,
     DeletableGroupResult,
     DeleteGroupsResponse,
-    DescribedConsumerGroup,
     ExpirationTimer,
-    FetchedGroup,
     GroupTombstone,
     HeartbeatTimer,
     JoinTimer,
-    MemberJoinTimer,
-    MemberSyncTimer,
-    OffsetFetchResponse,
     OffsetTombstone,
-    RebalanceTimer,
     Respond,
-    SessionTimer,
     SyncTimer,
 )
 from .config import CoordinatorConfig
-from .consumer import machine as consumer_machine
-from .consumer import records as consumer_records
-from .consumer.machine import ConsumerMachine, HeartbeatError
 from .consumer.model import ConsumerGroup
+from .consumer_ops import CONSUMER_TIMERS, ConsumerGroups
 from .context import Context, Records
 from .continuations import (
     AfterEmptyGroup,
@@ -124,9 +113,7 @@ class Coordinator:
         self._partitions: dict[int, str] = {}
         self._groups: dict[str, Group | ConsumerGroup] = {}  # the group store: one group of one kind per id
         self._machine = GroupMachine(self.config)
-        self._consumer = ConsumerMachine(self.config)
-        self._consumer.downgrade = self._downgrade
-        self._image: dict[str, tuple[str, int]] = {}  # the topics: name -> (topic id, partitions)
+        self._kip848 = ConsumerGroups(self.config)  # KIP-848's groups, their machine and the topics image
         self._offsets = OffsetStore()
         self._log = WriteLog()
         self._pending_deletes: dict[Any, tuple[set[int], dict[str, Error]]] = {}
@@ -192,7 +179,7 @@ class Coordinator:
             writes=dict(self._log.pending), committed_offsets=committed, deferred=tuple(self._log.held()),
             next_write_id=self._log.next_write_id,
             pending_deletes={k: (frozenset(w), dict(r)) for k, (w, r) in self._pending_deletes.items()},
-            topics=dict(self._image))
+            topics=dict(self._kip848.image))
 
     @classmethod
     def restore(cls, state: CoordinatorState, config: CoordinatorConfig | None = None) -> "Coordinator":
@@ -202,7 +189,7 @@ class Coordinator:
         c._offsets = OffsetStore.restore(state.offsets, state.committed_offsets)
         c._log = WriteLog.restore(state.writes, state.deferred, state.next_write_id)
         c._pending_deletes = {k: (set(w), dict(r)) for k, (w, r) in state.pending_deletes.items()}
-        c._image = dict(state.topics)
+        c._kip848.image = dict(state.topics)
         return c
 
     # ------------------------------------------------------------ operations and the group machine
@@ -243,11 +230,12 @@ class Coordinator:
         drops it."""
         group = self._groups[group_id]
         if isinstance(group, ConsumerGroup):
-            del self._groups[group_id]
-            tombstones = consumer_records.tombstones(group)
+            tombstones = self._kip848.delete(self._groups, group)
         else:
             self._step(ctx, records, group_id, Delete())
             tombstones = [GroupTombstone(group_id)]
+        for topic, p in sorted(self._offsets.of(group_id)):
+            records.append(partition, OffsetTombstone(group_id, topic, p))
         offset_ops.then_undo(records, partition, self._offsets.set(
             [(group_id, key, None) for key in sorted(self._offsets.of(group_id))]))
         for record in tombstones[:-1]:
@@ -285,10 +273,11 @@ class Coordinator:
         if partition is not None and isinstance(group, ConsumerGroup):
             if type(req) is ev.JoinGroup and not group.members:
                 # an empty consumer group gives way to the classic group the join makes
-                self._run_op(ctx, None, req, self._classic_join_replacing, group, req)
+                self._run_op(ctx, None, req, self._kip848.give_way, self._groups, group, req,
+                             lambda c, r: self._step(c, r, req.group_id, req))
             else:
                 self._run_op(ctx, None if type(req) is ev.JoinGroup else partition, req,
-                             self._classic_to_consumer_group, req)
+                             self._kip848.classic_request, self._groups, req, self._rebalance)
         elif partition is not None:
             # a LeaveGroup's result waits behind writes in flight; a join's or sync's rides on its own
             self._run_op(ctx, partition if type(req) is ev.LeaveGroup else None, req, self._step, req.group_id, req)
@@ -299,7 +288,8 @@ class Coordinator:
         if (group is not None and req.group_id and self._partitions.get(group.partition) is ACTIVE) \
                 or self._route(ctx, req, req.group_id) is not None:
             if isinstance(group, ConsumerGroup):
-                self._run_op(ctx, group.partition, req, self._classic_to_consumer_group, req)
+                self._run_op(ctx, group.partition, req, self._kip848.classic_request, self._groups, req,
+                             self._rebalance)
                 return
             response, timer, held = self._machine.heartbeat(group, req, ctx.now)
             if timer is not None:
@@ -309,148 +299,30 @@ class Coordinator:
             else:
                 ctx.out.append(Respond(req.request_id, response))
 
-    # ------------------------------------------------------------ consumer groups (KIP-848)
-
-    def _classic_to_consumer_group(self, ctx: Context, records: Records, req):
-        """A classic JoinGroup, SyncGroup, Heartbeat or LeaveGroup to a consumer group with
-        members (core/migration.py)."""
-        before = group = self._groups[req.group_id]
-        assert isinstance(group, ConsumerGroup)
-        after: Any
-        response: Any
-        try:
-            if type(req) is ev.JoinGroup:
-                after, response = migration.join(ctx, records, self._consumer, group, req, self._image, self.config)
-            elif type(req) is ev.SyncGroup:
-                after, response = migration.sync(ctx, group, req, self._image)
-            elif type(req) is ev.Heartbeat:
-                after, response = migration.heartbeat(ctx, group, req.member_id, req.group_instance_id,
-                                                      req.generation_id)
-            else:
-                after, response = migration.leave(ctx, records, self._consumer, group, req, self._image)
-        except HeartbeatError as e:
-            records.clear()
-            return migration.error_answer(req, e.error)
-        self._groups[req.group_id] = after
-        if isinstance(after, Group):  # downgraded: the classic group rebalances
-            self._step(ctx, records, req.group_id, Rebalance())
-        if group.partition in records:
-            records.then(group.partition, RevertConsumerGroup(req.group_id, before, after))
-        return response
-
-    def _classic_join_replacing(self, ctx: Context, records: Records, group: ConsumerGroup, req: ev.JoinGroup):
-        """``maybeDeleteEmptyConsumerGroup``, then the join of a classic group."""
-        del self._groups[group.group_id]
-        for record in consumer_records.tombstones(group):
-            records.append(group.partition, record)
-        records.then(group.partition, RevertConsumerGroup(group.group_id, group, None))
-        return self._step(ctx, records, req.group_id, req)
-
-    def _downgrade(self, ctx: Context, records: Records, group: ConsumerGroup, leaving: str) -> Group | None:
-        """The fencing of ``leaving`` leaves only classic members: the group becomes classic
-        (core/migration.py), or None when the policy or the group does not allow it."""
-        if not migration.can_downgrade(group, leaving, self.config):
-            return None
-        return migration.downgrade(ctx, records, group, leaving, self._image)
+    # ------------------------------------------------------------ consumer groups (consumer_ops.py)
 
     def _on_topics(self, ctx: Context, event: ev.TopicsChanged) -> None:
-        self._image = {name: (topic_id, partitions) for name, topic_id, partitions in event.topics}
+        self._kip848.topics(event)
 
     def _on_consumer_heartbeat(self, ctx: Context, req: ev.ConsumerGroupHeartbeat) -> None:
-        refused = consumer_machine.validate(req, req.version, consumer_machine.assignors.ASSIGNORS)
+        refused = self._kip848.refused(req)
         if refused is not None:
-            ctx.respond(req.request_id, ConsumerGroupHeartbeatResponse(error_code=refused.error,
-                                                                       error_message=refused.message))
+            ctx.respond(req.request_id, refused)
             return
         partition = self._route(ctx, req, req.group_id)
         if partition is not None:
-            self._run_op(ctx, partition, req, self._consumer_heartbeat, req, partition)
-
-    def _consumer_heartbeat(self, ctx: Context, records: Records, req: ev.ConsumerGroupHeartbeat,
-                            partition: int) -> ConsumerGroupHeartbeatResponse:
-        gid = req.group_id
-        existing = self._groups.get(gid)
-        try:
-            if req.member_epoch < 0:  # a leave
-                if not isinstance(existing, ConsumerGroup):
-                    raise HeartbeatError(Error.GROUP_ID_NOT_FOUND, f"Group {gid} not found." if existing is None
-                                         else f"Group {gid} is not a consumer group.")
-                group = existing
-            elif existing is None:
-                if req.member_epoch != 0:
-                    raise HeartbeatError(Error.GROUP_ID_NOT_FOUND, f"Consumer group {gid} not found.")
-                group = ConsumerGroup(group_id=gid, partition=partition)
-            elif isinstance(existing, ConsumerGroup):
-                group = existing
-            elif req.member_epoch == 0 and existing.state is EMPTY:
-                # an empty classic group becomes a consumer group (its offsets stay)
-                records.append(partition, GroupTombstone(gid))
-                group = ConsumerGroup(group_id=gid, partition=partition)
-            elif req.member_epoch == 0 and migration.can_upgrade(existing, self.config):
-                group = migration.upgrade(ctx, records, existing, self._image)
-            else:
-                raise HeartbeatError(Error.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group")
-            group, response = self._consumer.heartbeat(ctx, records, group, req, self._image)
-        except HeartbeatError as e:
-            records.clear()
-            return ConsumerGroupHeartbeatResponse(error_code=e.error, error_message=e.message)
-        self._groups[gid] = group
-        if isinstance(group, Group):  # downgraded: the classic group rebalances
-            self._step(ctx, records, gid, Rebalance())
-        if partition in records:
-            records.then(partition, RevertConsumerGroup(gid, existing, group))
-        return response
+            self._run_op(ctx, partition, req, self._kip848.heartbeat, self._groups, req, partition, self._rebalance)
 
     def _on_consumer_describe(self, ctx: Context, req: ev.ConsumerGroupDescribe) -> None:
-        described = []
-        for gid in req.group_ids:
-            if not gid:
-                described.append(DescribedConsumerGroup(group_id=gid, error_code=Error.INVALID_GROUP_ID))
-                continue
-            status = self._partitions.get(self.partition_of(gid))
-            group = self._groups.get(gid)
-            if status is not ACTIVE:
-                error = Error.NOT_COORDINATOR if status is None else Error.COORDINATOR_LOAD_IN_PROGRESS
-                described.append(DescribedConsumerGroup(group_id=gid, error_code=error))
-            elif isinstance(group, ConsumerGroup):
-                described.append(self._consumer.described(group, self._image))
-            else:
-                described.append(DescribedConsumerGroup(
-                    group_id=gid, error_code=Error.GROUP_ID_NOT_FOUND,
-                    error_message=f"Group {gid} not found." if group is None else
-                    f"Group {gid} is not a consumer group."))
-        ctx.respond(req.request_id, ConsumerGroupDescribeResponse(tuple(described)))
+        ctx.respond(req.request_id, self._kip848.describe(
+            req, self._groups, lambda gid: self._partitions.get(self.partition_of(gid))))
 
-    def _consumer_timer(self, ctx: Context, records: Records, event: ev.TimerFired) -> None:
-        key = event.key
-        group = self._groups.get(key.group_id)
-        if not isinstance(group, ConsumerGroup):
-            return
-        if type(key) is SessionTimer:
-            after = self._consumer.session_expired(ctx, records, group, key.member_id, self._image)
-        elif type(key) is MemberJoinTimer or type(key) is MemberSyncTimer:
-            after = self._consumer.classic_timer_expired(ctx, records, group, key.member_id, self._image)
-        else:
-            after = self._consumer.rebalance_expired(ctx, records, group, key.member_id, event.payload, self._image)
-        if after is not group and after is not None:
-            self._groups[key.group_id] = after
-            if isinstance(after, Group):
-                self._step(ctx, records, key.group_id, Rebalance())
-            records.then(group.partition, RevertConsumerGroup(key.group_id, group, after))
+    def _rebalance(self, ctx: Context, records: Records, group_id: str) -> None:
+        """A group the migration made classic starts its first join phase."""
+        self._step(ctx, records, group_id, Rebalance())
 
     def _consumer_written(self, ctx, records, continuation: RevertConsumerGroup, error, write) -> None:
-        if error is None:
-            return
-        gid, before, after = continuation.group_id, continuation.before, continuation.after
-        current = self._groups.get(gid)
-        if after is None:  # the group gave way to a classic one, whose own failure removed it
-            if current is None:
-                self._groups[gid] = before
-        elif current is after:
-            if before is None:
-                del self._groups[gid]
-            else:
-                self._groups[gid] = before
+        self._kip848.written(self._groups, continuation, error)
 
     # ------------------------------------------------------------ offsets (offsets.py)
 
@@ -482,30 +354,7 @@ class Coordinator:
                          req, partition)
 
     def _on_offset_fetch(self, ctx: Context, req: ev.OffsetFetch) -> None:
-        results = []
-        waits = []
-        for fetch in req.groups:
-            if fetch.group_id is None:
-                results.append(FetchedGroup(fetch.group_id, (), Error.INVALID_GROUP_ID))
-                continue
-            partition = self.partition_of(fetch.group_id)
-            status = self._partitions.get(partition)
-            if status is not ACTIVE:
-                error = Error.NOT_COORDINATOR if status is None else Error.COORDINATOR_LOAD_IN_PROGRESS
-                results.append(FetchedGroup(fetch.group_id, (), error))
-                continue
-            group = self._groups.get(fetch.group_id)
-            if isinstance(group, ConsumerGroup):
-                try:
-                    offset_ops.validate_consumer_member(group, fetch.member_id, fetch.member_epoch, req.version,
-                                                        commit=False)
-                except MemberError as e:
-                    results.append(FetchedGroup(fetch.group_id, (), e.error))
-                    continue
-            results.append(offset_ops.fetch_group(self._offsets, fetch, req.require_stable,
-                                                  fetch.group_id in self._groups))
-            waits.append(partition)
-        response = OffsetFetchResponse(tuple(results))
+        response, waits = offset_ops.fetch(req, self._offsets, self._groups, self._partitions, self.partition_of)
         if req.require_stable and len(set(waits)) == 1:
             self._log.result(ctx, waits[0], req.request_id, response)
         else:
@@ -525,18 +374,7 @@ class Coordinator:
             req, lambda key: self._partitions.get(self.partition_of(key)) is not None, self.config))
 
     def _on_delete_groups(self, ctx: Context, req: ev.DeleteGroups) -> None:
-        by_partition: dict[int, list[str]] = {}
-        results: dict[str, Error] = {}
-        for gid in req.groups_names:
-            if gid is None:
-                results[gid] = Error.INVALID_GROUP_ID
-                continue
-            partition = self.partition_of(gid)
-            status = self._partitions.get(partition)
-            if status is not ACTIVE:
-                results[gid] = Error.NOT_COORDINATOR if status is None else Error.COORDINATOR_LOAD_IN_PROGRESS
-                continue
-            by_partition.setdefault(partition, []).append(gid)
+        by_partition, results = admin.routed(req.groups_names, self._partitions, self.partition_of)
         records = Records()
         for partition, gids in by_partition.items():
             for gid in gids:
@@ -547,8 +385,6 @@ class Coordinator:
                     results[gid] = Error.NON_EMPTY_GROUP
                 else:
                     results[gid] = Error.NONE
-                    for topic, p in sorted(self._offsets.of(gid)):
-                        records.append(partition, OffsetTombstone(gid, topic, p))
                     self._delete_group(ctx, records, gid, partition)
         response = DeleteGroupsResponse(tuple(DeletableGroupResult(g, e) for g, e in results.items()))
         if not records:
@@ -574,8 +410,8 @@ class Coordinator:
             offset_ops.expire(ctx, records, self._offsets, self.config,
                               [g for g in self._groups.values() if g.partition == partition], partition,
                               lambda gid: self._delete_group(ctx, records, gid, partition))
-        elif kind is SessionTimer or kind is RebalanceTimer or kind is MemberJoinTimer or kind is MemberSyncTimer:
-            self._consumer_timer(ctx, records, event)
+        elif kind in CONSUMER_TIMERS:
+            self._kip848.timer(ctx, records, self._groups, event, self._rebalance)
         elif kind is HeartbeatTimer or kind is JoinTimer or kind is SyncTimer:
             self._step(ctx, records, key.group_id, event)
             if kind is HeartbeatTimer:
@@ -601,8 +437,7 @@ class Coordinator:
             if not written:
                 continue
             if isinstance(group, ConsumerGroup):
-                for mid in group.members:
-                    ctx.arm(SessionTimer(partition, group.group_id, mid), self.config.group_consumer_session_timeout_ms)
+                self._kip848.loaded(ctx, group)
                 continue
             for mid, member in group.members.items():
                 ctx.arm(HeartbeatTimer(partition, group.group_id, mid), member.session_timeout_ms)

@@ -51,7 +51,7 @@ from .commands import (
     SyncTimer,
 )
 from .config import CoordinatorConfig
-from .consumer.machine import ConsumerMachine, HeartbeatError, Image, _bumped, _remove_records
+from .consumer.machine import ConsumerMachine, HeartbeatError, Image, bump_epoch, member_tombstones
 from .consumer.model import ClassicMeta, ConsumerGroup, ConsumerMember, MemberState
 from .consumer.records import (
     ConsumerAssignmentRecord,
@@ -267,7 +267,7 @@ def join(ctx: Context, records: Records, machine: ConsumerMachine, group: Consum
             else:  # a classic static member takes the instance id's place, released or not
                 member = attrs.evolve(static, member_id=member_id, member_epoch=0, previous_member_epoch=0)
                 replaced = static
-                group = machine._replace(records, p, group, static, member)
+                group = machine.replace_static(records, p, group, static, member)
         else:
             if static is None:
                 raise HeartbeatError(Error.UNKNOWN_MEMBER_ID, f"Instance id {req.group_instance_id} is unknown.")
@@ -363,7 +363,7 @@ def leave(ctx: Context, records: Records, machine: ConsumerMachine, group: Consu
             results.append(LeaveGroupMemberResponse(mid, instance, e.error))
             continue
         mid = member.member_id
-        _remove_records(records, p, gid, mid)
+        member_tombstones(records, p, gid, mid)
         for key in (SessionTimer, RebalanceTimer, MemberJoinTimer, MemberSyncTimer):
             ctx.cancel(key(p, gid, mid))
         group = attrs.evolve(group, members={k: v for k, v in group.members.items() if k != mid},
@@ -372,8 +372,8 @@ def leave(ctx: Context, records: Records, machine: ConsumerMachine, group: Consu
         gone = True
         results.append(LeaveGroupMemberResponse(mid, instance, Error.NONE))
     if gone:
-        group, _ = machine._refresh_subscription(records, group, image)
-        group = _bumped(records, group)
+        group, _ = machine.refresh_subscription(records, group, image)
+        group = bump_epoch(records, group)
     return group, LeaveGroupResponse(Error.NONE, tuple(results))
 
 

@@ -6,7 +6,7 @@ The operations are functions of what they read and write, passed explicitly: the
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from . import events as ev
 from .classic.model import MemberError, validate_member
@@ -20,6 +20,7 @@ from .commands import (
     OffsetCommitRecord,
     OffsetCommitResponse,
     OffsetDeleteResponse,
+    OffsetFetchResponse,
     OffsetTombstone,
     PartitionResult,
     TopicResult,
@@ -30,6 +31,7 @@ from .continuations import UndoOffsets
 from .error_responses import error_response
 from .errors import Error
 from .frozen import frozen
+from .partitioning import ACTIVE
 
 NONE = Error.NONE
 
@@ -193,6 +195,34 @@ def commit(ctx: Context, records: Records, store: OffsetStore, config: Coordinat
         del records[partition]
     then_undo(records, partition, store.set(entries))
     return OffsetCommitResponse(tuple(topics))
+
+
+def fetch(req: ev.OffsetFetch, store: OffsetStore, groups: Mapping[str, Any], partitions: Mapping[int, str],
+          partition_of: Callable[[str], int]) -> tuple[OffsetFetchResponse, list[int]]:
+    """OffsetFetch of each group named: its answer, and the partitions whose writes in flight a
+    require_stable fetch waits for (``partitions``: the owned ones' status)."""
+    results, waits = [], []
+    for fetch in req.groups:
+        gid = fetch.group_id
+        if gid is None:
+            results.append(FetchedGroup(gid, (), Error.INVALID_GROUP_ID))
+            continue
+        partition = partition_of(gid)
+        status = partitions.get(partition)
+        if status is not ACTIVE:
+            results.append(FetchedGroup(gid, (), Error.NOT_COORDINATOR if status is None
+                                        else Error.COORDINATOR_LOAD_IN_PROGRESS))
+            continue
+        group = groups.get(gid)
+        if group is not None and group.KIND == "consumer":
+            try:
+                validate_consumer_member(group, fetch.member_id, fetch.member_epoch, req.version, commit=False)
+            except MemberError as e:
+                results.append(FetchedGroup(gid, (), e.error))
+                continue
+        results.append(fetch_group(store, fetch, req.require_stable, gid in groups))
+        waits.append(partition)
+    return OffsetFetchResponse(tuple(results)), waits
 
 
 def fetch_group(store: OffsetStore, fetch: ev.FetchGroup, latest: bool, known: bool) -> FetchedGroup:

@@ -185,7 +185,7 @@ class ConsumerMachine:
                                              f"{static.member_id} member.")
                     member = attrs.evolve(static, member_id=member_id, member_epoch=0, previous_member_epoch=0)
                     replaced = static
-                    group = self._replace(records, p, group, static, member)
+                    group = self.replace_static(records, p, group, static, member)
             else:
                 if static is None:
                     raise HeartbeatError(Error.UNKNOWN_MEMBER_ID, f"Instance id {req.instance_id} is unknown.")
@@ -236,9 +236,9 @@ class ConsumerMachine:
         subscription_changed = names_changed or regex_changed
         bump = group.group_epoch == 0 or subscription_changed
         if bump or group.refreshed is not image:  # Kafka: when the subscription or the image changed
-            group, changed = self._refresh_subscription(records, group, image)
+            group, changed = self.refresh_subscription(records, group, image)
             if bump or changed:
-                group = _bumped(records, group)
+                group = bump_epoch(records, group)
         if group.group_epoch > group.assignment_epoch:
             group = self._assign(records, group, image, gone=replaced)
         if not updated.reconciled_to(group.assignment_epoch) or subscription_changed:
@@ -316,13 +316,13 @@ class ConsumerMachine:
             if converted is not None:
                 return converted
         gid, p, mid = group.group_id, group.partition, member.member_id
-        _remove_records(records, p, gid, mid)
+        member_tombstones(records, p, gid, mid)
         members = {k: v for k, v in group.members.items() if k != mid}
         target = {k: v for k, v in group.target.items() if k != mid}
         group = attrs.evolve(group, members=members, target=target)
         if image is not None:
-            group, _ = self._refresh_subscription(records, group, image)
-        group = _bumped(records, group)
+            group, _ = self.refresh_subscription(records, group, image)
+        group = bump_epoch(records, group)
         for key in (SessionTimer, RebalanceTimer, MemberJoinTimer, MemberSyncTimer):
             ctx.cancel(key(p, gid, mid))
         if mid in group.rejoin_deadlines:
@@ -369,12 +369,12 @@ class ConsumerMachine:
         return attrs.evolve(group, members=members)
 
     @staticmethod
-    def _replace(records: Records, p: int, group: ConsumerGroup, old: ConsumerMember,
+    def replace_static(records: Records, p: int, group: ConsumerGroup, old: ConsumerMember,
                  new: ConsumerMember) -> ConsumerGroup:
         """``replaceMember``: a static member's instance under its new member id, its target
         carried over."""
         gid = group.group_id
-        _remove_records(records, p, gid, old.member_id)
+        member_tombstones(records, p, gid, old.member_id)
         target = dict(group.target)
         carried = target.pop(old.member_id, {})
         records.append(p, ConsumerMemberRecord(gid, new.member_id, new))
@@ -407,7 +407,7 @@ class ConsumerMachine:
     def _subscribed_ids(self, group: ConsumerGroup, member: ConsumerMember, image: Image) -> frozenset:
         return frozenset(image[n][0] for n in self._subscribed_names(group, member) if n in image)
 
-    def _refresh_subscription(self, records: Records, group: ConsumerGroup, image: Image
+    def refresh_subscription(self, records: Records, group: ConsumerGroup, image: Image
                               ) -> tuple[ConsumerGroup, bool]:
         """``updateSubscriptionMetadata``: the subscribed topics as the image has them now
         (written when they changed, which the caller answers with a new group epoch)."""
@@ -451,7 +451,7 @@ class ConsumerMachine:
         return attrs.evolve(group, target=target, assignment_epoch=group.group_epoch)
 
 
-def _bumped(records: Records, group: ConsumerGroup) -> ConsumerGroup:
+def bump_epoch(records: Records, group: ConsumerGroup) -> ConsumerGroup:
     group = attrs.evolve(group, group_epoch=group.group_epoch + 1)
     records.append(group.partition, ConsumerGroupEpochRecord(group.group_id, group.group_epoch))
     return group
@@ -484,7 +484,7 @@ def _subset(owned, assigned: Assignment) -> bool:
     return True
 
 
-def _remove_records(records: Records, p: int, gid: str, mid: str) -> None:
+def member_tombstones(records: Records, p: int, gid: str, mid: str) -> None:
     """``removeMember``: the member's tombstones, in Kafka's order."""
     records.append(p, ConsumerAssignmentRecord(gid, mid, None))
     records.append(p, ConsumerTargetRecord(gid, mid, None))
