@@ -108,7 +108,7 @@ class EmbeddedCoordinator:
         if event.request_id in self._futures:
             raise ValueError(f"request id {event.request_id!r} is already in flight")
         changes: dict[str, Any] = {"now_ms": self._clock.now_ms()}
-        if isinstance(event, ev.JoinGroup) and not event.new_member_uuid:
+        if isinstance(event, (ev.JoinGroup, ev.ConsumerGroupHeartbeat)) and not event.new_member_uuid:
             changes["new_member_uuid"] = self._new_uuid()
         future = self._futures[event.request_id] = asyncio.get_running_loop().create_future()
         event = self._requests[event.request_id] = attrs.evolve(event, **changes)
@@ -183,5 +183,8 @@ class EmbeddedCoordinator:
                 outcome = ev.WriteCompleted(now_ms=self._clock.now_ms(), write_id=write.write_id)
             except StorageError as e:
                 outcome = ev.WriteFailed(now_ms=self._clock.now_ms(), write_id=write.write_id, error=e.error)
+            except Exception:  # a store that fails otherwise fails the write, not the writer
+                outcome = ev.WriteFailed(now_ms=self._clock.now_ms(), write_id=write.write_id,
+                                         error=Error.KAFKA_STORAGE_ERROR)
             if instance is self.coordinator:  # a failed instance's outcomes are dropped with it
                 self._dispatch(outcome)

@@ -67,3 +67,32 @@ def test_a_failed_core_is_replaced_and_what_it_held_is_answered(monkeypatch):
             await service.stop()
 
     asyncio.run(scenario())
+
+
+def test_a_store_that_raises_fails_the_write_and_the_writer_goes_on():
+    """A storage bug (not a StorageError) fails that one write: the commit is answered with
+    Kafka's translation of KAFKA_STORAGE_ERROR, and the next write is written."""
+    from groupcoord.adapters.storage.memory import MemoryStorage
+
+    class Broken(MemoryStorage):
+        broken = True
+
+        async def append(self, partition, records):
+            if self.broken:
+                self.broken = False
+                raise ValueError("planted")
+            return await super().append(partition, records)
+
+    async def scenario():
+        service = EmbeddedCoordinator(CONFIG, clock=FakeClock(), new_uuid=lambda: "u", storage=Broken())
+        await service.start()
+        c = Client(service, "c")
+        try:
+            failed = await c.call("OffsetCommit", 8, commit_body(0, 42))
+            assert failed.topics[0].partitions[0].error_code is Error.NOT_COORDINATOR
+            acked = await c.call("OffsetCommit", 8, commit_body(0, 43))
+            assert acked.topics[0].partitions[0].error_code is Error.NONE
+        finally:
+            await service.stop()
+
+    asyncio.run(scenario())
