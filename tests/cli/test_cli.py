@@ -1,6 +1,7 @@
 """The groupcoord command, as a user runs it."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -67,13 +68,18 @@ def test_demo_forms_a_group_and_survives_a_crash():
 def test_bench_core_prints_json_lines_last():
     result = run("bench", "core", "--quick")
     assert result.returncode == 0, result.stderr
-    tail = [json.loads(line) for line in result.stdout.strip().splitlines()[-11:]]
+    tail = [json.loads(line) for line in result.stdout.strip().splitlines()[-13:]]
     *tail, ratios, by_input = tail
     assert [m["name"] for m in tail] == ["heartbeat_10", "heartbeat_1000", "offset_commit_10",
-                                         "offset_commit_1000", "rebalance_100", "recorded_stream",
+                                         "offset_commit_1000", "rebalance_100", "consumer_heartbeat_10",
+                                         "consumer_reconciliation_100", "recorded_stream",
                                          "simulated_mix", "slow_store_1_in_flight", "slow_store_1000_in_flight"]
     assert all(m["unit"] == "events/s" for m in tail)
     rate = {m["name"]: m["value"] for m in tail}
+    # KIP-848's steady heartbeat beside the classic one, their ratio printed from the same run
+    assert rate["consumer_heartbeat_10"] > 0 and rate["consumer_reconciliation_100"] > 0
+    printed = re.search(r"vs classic heartbeat, groups of 10: ([0-9.]+)x the cost", result.stdout)
+    assert printed and abs(float(printed[1]) - rate["heartbeat_10"] / rate["consumer_heartbeat_10"]) < 0.05
     # the costs against the heartbeat step, measured side by side: a commit with its write and
     # the mix's mean input (joins, syncs, commits) cost more than a heartbeat; printed as such
     assert ratios["name"] == "ratios" and ratios["rounds"] == 3
