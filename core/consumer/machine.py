@@ -323,6 +323,9 @@ class ConsumerMachine:
         if image is not None:
             group, _ = self.refresh_subscription(records, group, image)
         group = bump_epoch(records, group)
+        if not members:  # an empty group's epochs agree (KAFKA-20442, apache/kafka#22045)
+            group = attrs.evolve(group, assignment_epoch=group.group_epoch)
+            records.append(p, ConsumerTargetEpochRecord(gid, group.group_epoch))
         for key in (SessionTimer, RebalanceTimer, MemberJoinTimer, MemberSyncTimer):
             ctx.cancel(key(p, gid, mid))
         if mid in group.rejoin_deadlines:
@@ -460,7 +463,10 @@ def bump_epoch(records: Records, group: ConsumerGroup) -> ConsumerGroup:
 def _check_epoch(member: ConsumerMember, received: int, owned) -> None:
     """``throwIfConsumerGroupMemberEpochIsInvalid``: an epoch ahead of the member's is fenced;
     one behind only when it is not the previous epoch with a subset of the current partitions
-    (the answer that moved it on may have been lost)."""
+    (the answer that moved it on may have been lost). Epoch 0 is a rejoin, always taken
+    (KAFKA-19233, apache/kafka#21305: a fenced member rejoins with the id it had)."""
+    if received == 0:
+        return
     if received > member.member_epoch:
         raise HeartbeatError(Error.FENCED_MEMBER_EPOCH,
                              f"The consumer group member has a greater member epoch ({received}) than the one known "

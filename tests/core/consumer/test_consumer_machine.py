@@ -204,7 +204,9 @@ def test_epochs_are_fenced_unless_the_previous_epoch_owns_a_subset():
     assert again.error_code is Error.NONE and again.member_epoch == 2
     fenced = d.hb("a", 1, owned=a.assignment)  # more than it has now
     assert fenced.error_code is Error.FENCED_MEMBER_EPOCH and "smaller member epoch (1)" in fenced.error_message
-    assert d.hb("a", 0).error_code is Error.FENCED_MEMBER_EPOCH  # an existing member rejoining at 0
+    # a member rejoining at epoch 0 under its id is taken back (KAFKA-19233), its partitions too
+    rejoined = d.hb("a", 0)
+    assert rejoined.error_code is Error.NONE and rejoined.member_epoch == 2 and rejoined.assignment == a2.assignment
 
 
 def test_a_leave_fences_the_member_and_bumps_the_group_epoch():
@@ -232,6 +234,7 @@ def test_session_timeout_fences_and_a_late_rebalance_timeout_does_nothing():
     assert "a" not in d.group().members and d.group().group_epoch == epoch + 1
     d.fire(SessionTimer(0, "g", "b"))
     assert not d.group().members and d.group().state is ConsumerGroupState.EMPTY
+    assert d.group().assignment_epoch == d.group().group_epoch  # KAFKA-20442
     d.fire(SessionTimer(0, "g", "b"))  # gone already: nothing
     assert d.hb("b", 2, full=False).error_code is Error.UNKNOWN_MEMBER_ID
 
