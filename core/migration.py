@@ -205,27 +205,29 @@ def _version(protocols) -> int:
 # ---------------------------------------------------------------- classic members in a consumer group
 
 
+def _refused(error: Error) -> HeartbeatError:
+    """A classic request refused whole: classic answers carry no message, only the code."""
+    return HeartbeatError(error, error.name)
+
+
 def _member_of(group: ConsumerGroup, member_id: str, instance_id: str | None) -> ConsumerMember:
     """``validateConsumerGroupMember``."""
     if instance_id is None:
         member = group.members.get(member_id)
         if member is None:
-            raise HeartbeatError(Error.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group "
-                                                          f"{group.group_id}.")
+            raise _refused(Error.UNKNOWN_MEMBER_ID)
         return member
     member = group.static_member(instance_id)
     if member is None:
-        raise HeartbeatError(Error.UNKNOWN_MEMBER_ID, f"Member with instance id {instance_id} is not a member of "
-                                                      f"group {group.group_id}.")
+        raise _refused(Error.UNKNOWN_MEMBER_ID)
     if member.member_id != member_id:
-        raise HeartbeatError(Error.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} "
-                                                       f"was fenced by member {member.member_id}.")
+        raise _refused(Error.FENCED_INSTANCE_ID)
     return member
 
 
 def _classic_only(member: ConsumerMember) -> ClassicMeta:
     if member.classic is None:
-        raise HeartbeatError(Error.UNKNOWN_MEMBER_ID, f"Member {member.member_id} does not use the classic protocol.")
+        raise _refused(Error.UNKNOWN_MEMBER_ID)
     return member.classic
 
 
@@ -250,10 +252,9 @@ def join(ctx: Context, records: Records, machine: ConsumerMachine, group: Consum
     member_id = req.new_member_uuid if unknown else req.member_id
     p, gid = group.partition, group.group_id
     if len(group.members) >= config.group_consumer_max_size and (unknown or member_id not in group.members):
-        raise HeartbeatError(Error.GROUP_MAX_SIZE_REACHED, "The consumer group has reached its maximum capacity of "
-                                                           f"{config.group_consumer_max_size} members.")
+        raise _refused(Error.GROUP_MAX_SIZE_REACHED)
     if not group.supports_classic_protocols(req.protocol_type, {name for name, _ in req.protocols}):
-        raise HeartbeatError(Error.INCONSISTENT_GROUP_PROTOCOL, f"Member {member_id}'s protocols are not supported.")
+        raise _refused(Error.INCONSISTENT_GROUP_PROTOCOL)
     if req.version >= 4 and req.group_instance_id is None and unknown:
         return group, JoinGroupResponse(error_code=Error.MEMBER_ID_REQUIRED, member_id=member_id)
     replaced = None
@@ -270,17 +271,14 @@ def join(ctx: Context, records: Records, machine: ConsumerMachine, group: Consum
                 group = machine.replace_static(records, p, group, static, member)
         else:
             if static is None:
-                raise HeartbeatError(Error.UNKNOWN_MEMBER_ID, f"Instance id {req.group_instance_id} is unknown.")
+                raise _refused(Error.UNKNOWN_MEMBER_ID)
             if static.member_id != member_id:
-                raise HeartbeatError(Error.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
-                                                               f"{req.group_instance_id} was fenced by member "
-                                                               f"{static.member_id}.")
+                raise _refused(Error.FENCED_INSTANCE_ID)
             member = static
     try:
         sub = decode_subscription(req.protocols[0][1])
     except (ConsumerProtocolError, IndexError):
-        raise HeartbeatError(Error.INCONSISTENT_GROUP_PROTOCOL, f"Member {member_id}'s protocols are not "
-                                                                "supported.") from None
+        raise _refused(Error.INCONSISTENT_GROUP_PROTOCOL) from None
     updated = attrs.evolve(
         member, instance_id=req.group_instance_id if req.group_instance_id is not None else member.instance_id,
         rack_id=sub.rack_id if sub.rack_id is not None else member.rack_id,
@@ -351,13 +349,13 @@ def leave(ctx: Context, records: Records, machine: ConsumerMachine, group: Consu
             if instance is None:
                 member = group.members.get(mid)
                 if member is None:
-                    raise HeartbeatError(Error.UNKNOWN_MEMBER_ID, "")
+                    raise _refused(Error.UNKNOWN_MEMBER_ID)
             else:
                 member = group.static_member(instance)
                 if member is None:
-                    raise HeartbeatError(Error.UNKNOWN_MEMBER_ID, "")
+                    raise _refused(Error.UNKNOWN_MEMBER_ID)
                 if mid != "" and member.member_id != mid:
-                    raise HeartbeatError(Error.FENCED_INSTANCE_ID, "")
+                    raise _refused(Error.FENCED_INSTANCE_ID)
             _classic_only(member)
         except HeartbeatError as e:
             results.append(LeaveGroupMemberResponse(mid, instance, e.error))
@@ -379,18 +377,16 @@ def leave(ctx: Context, records: Records, machine: ConsumerMachine, group: Consu
 
 def _check_generation(member: ConsumerMember, generation_id: int) -> None:
     if member.member_epoch != generation_id:
-        raise HeartbeatError(Error.ILLEGAL_GENERATION, f"The request generation id {generation_id} is not equal to "
-                                                       f"the member epoch {member.member_epoch} of member "
-                                                       f"{member.member_id}.")
+        raise _refused(Error.ILLEGAL_GENERATION)
 
 
 def _check_protocol(member: ConsumerMember, classic: ClassicMeta, protocol_type: str | None,
                     protocol_name: str | None) -> None:
     """``throwIfClassicProtocolUnmatched``."""
     if protocol_type is not None and protocol_type != "consumer":
-        raise HeartbeatError(Error.INCONSISTENT_GROUP_PROTOCOL, "")
+        raise _refused(Error.INCONSISTENT_GROUP_PROTOCOL)
     if protocol_name is not None and protocol_name != classic.protocol_name:
-        raise HeartbeatError(Error.INCONSISTENT_GROUP_PROTOCOL, "")
+        raise _refused(Error.INCONSISTENT_GROUP_PROTOCOL)
 
 
 def _rejoin_timer(ctx: Context, group: ConsumerGroup, member: ConsumerMember) -> ConsumerGroup:

@@ -506,3 +506,11 @@ def test_reconcile_drops_an_unsubscribed_topic_at_once():
         (MemberState.UNREVOKED_PARTITIONS, {T: frozenset({0})}, {U: frozenset({1})})
     revoked = reconcile(m, 10, {T: frozenset({0}), U: frozenset({1})}, frozenset({T}), {}, ((T, (0,)),), True)
     assert (revoked.state, dict(revoked.assigned)) == (MemberState.STABLE, {T: frozenset({0})})
+
+
+def test_a_dynamic_member_rejoining_with_an_instance_id_stays_itself():
+    d = Driver()
+    a = d.hb("a", 0)
+    again = d.hb("a", 0, instance_id="i")
+    assert (again.member_epoch, again.assignment) == (a.member_epoch, a.assignment)
+    assert d.group().members["a"].instance_id == "i"

@@ -191,3 +191,38 @@ def test_an_unknown_policy_is_refused(policy):
 
     with pytest.raises(ConfigError):
         CoordinatorConfig.from_kafka({"group.consumer.migration.policy": policy})
+
+
+def test_a_classic_member_waiting_for_partitions_is_told_to_rejoin_once_they_are_free():
+    d = Driver()
+    a = d.hb("a", 0)
+    c = Classic(d)
+    joined = c.join(version=3)
+    mid = joined.member_id
+    assert d.group().members[mid].state.value == "unreleased_partitions"
+    assert c.heartbeat(mid, joined.generation_id).error_code is Error.NONE  # still a's: nothing to do yet
+    a2 = d.hb("a", a.member_epoch, owned=a.assignment)
+    d.hb("a", a.member_epoch, owned=a2.assignment)  # a let its three go
+    assert c.heartbeat(mid, joined.generation_id).error_code is Error.REBALANCE_IN_PROGRESS
+
+
+def test_a_downgrade_cancels_every_timer_of_the_consumer_group():
+    d = Driver(group_initial_rebalance_delay_ms=0)
+    _, mid, _ = stable_classic(d)
+    d.hb("a", 0)
+    d.hb("a", -1)
+    from groupcoord.core.commands import CancelTimer, RebalanceTimer
+
+    for key in (SessionTimer, RebalanceTimer, MemberJoinTimer, MemberSyncTimer):
+        assert CancelTimer(key(0, "g", mid)) in d.last, key
+
+
+def test_a_classic_group_with_malformed_subscriptions_is_not_upgraded():
+    d = Driver(group_initial_rebalance_delay_ms=0)
+    c = Classic(d)
+    assert c.join(version=3, metadata=b"\x00", rid="bad") is None
+    a = d.hb("a", 0)
+    assert (a.error_code, a.error_message) == (
+        Error.GROUP_ID_NOT_FOUND,
+        "Cannot upgrade the classic group g to consumer group because the embedded consumer protocol is malformed.")
+    assert d.c.group("g").KIND == "classic"
