@@ -41,13 +41,17 @@ def _client():
     return kafka_client
 
 
-async def list_groups(cluster: Any, states: list[str] | None = None) -> list[dict]:
+async def list_groups(cluster: Any, states: list[str] | None = None, types: list[str] | None = None) -> list[dict]:
+    """Every broker's groups; ``types`` (classic, consumer, ...): only those (ListGroups v5's filter;
+    a broker below v5 lists classic groups only, and says no type)."""
     meta = await cluster.metadata([])
     groups: dict[str, dict] = {}
     for node_id in sorted(b["node_id"] for b in meta["brokers"]):
         client = await cluster.broker(node_id)
         v = client.version(16)
         fields: dict[str, Any] = {"states_filter": list(states or [])}
+        if v >= 5:
+            fields["types_filter"] = list(types or [])
         response = await client.request(16, fields, v)
         if response["error_code"]:
             raise _client().KafkaError(f"ListGroups on broker {node_id}: {_client().error_name(response['error_code'])}")
@@ -55,15 +59,60 @@ async def list_groups(cluster: Any, states: list[str] | None = None) -> list[dic
             state = g.get("group_state") or ""
             if states and v < 4 and state.lower() not in {s.lower() for s in states}:
                 continue
+            if types and v < 5 and "classic" not in types:
+                continue
             groups[g["group_id"]] = {"group": g["group_id"], "state": state or None,
                                      "protocol_type": g.get("protocol_type") or "",
                                      "type": g.get("group_type") or None, "coordinator": node_id}
     return [groups[k] for k in sorted(groups)]
 
 
+def _by_topic(topic_partitions: list[dict]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for t in topic_partitions:
+        out.setdefault(t["topic_name"] or str(t["topic_id"]), []).extend(t["partitions"])
+    return {t: sorted(ps) for t, ps in sorted(out.items())}
+
+
+_MEMBER_TYPES = {0: "classic", 1: "consumer"}  # ConsumerGroupDescribe v1's MemberType (-1: unknown)
+
+
+async def describe_consumer_group(client: Any, group: str) -> dict | None:
+    """ConsumerGroupDescribe (KIP-848): the group, or None when it is not a consumer group (or
+    does not exist): GROUP_ID_NOT_FOUND."""
+    KafkaError, error_name = _client().KafkaError, _client().error_name
+    v = client.version(69)
+    response = await client.request(69, {"group_ids": [group], "include_authorized_operations": False}, v)
+    g = response["groups"][0]
+    if g["error_code"] == 69:  # GROUP_ID_NOT_FOUND
+        return None
+    if g["error_code"]:
+        raise KafkaError(f"ConsumerGroupDescribe({group}): {error_name(g['error_code'])}", g["error_code"])
+    members = []
+    for m in g["members"]:
+        members.append({"member_id": m["member_id"], "group_instance_id": m.get("instance_id"),
+                        "client_id": m["client_id"], "host": m["client_host"],
+                        # v0 has no member type: every member there speaks the consumer protocol
+                        "member_type": _MEMBER_TYPES.get(m.get("member_type", 1), "unknown"),
+                        "member_epoch": m["member_epoch"], "rack_id": m.get("rack_id"),
+                        "subscribed_topics": sorted(m.get("subscribed_topic_names") or []),
+                        "subscribed_topic_regex": m.get("subscribed_topic_regex"),
+                        "assignment": _by_topic(m["assignment"]["topic_partitions"]),
+                        "target_assignment": _by_topic(m["target_assignment"]["topic_partitions"])})
+    return {"group": group, "type": "consumer", "state": g["group_state"], "group_epoch": g["group_epoch"],
+            "assignment_epoch": g["assignment_epoch"], "protocol_type": "consumer", "protocol": g["assignor_name"],
+            "coordinator": f"{client.host}:{client.port}", "members": members}
+
+
 async def describe_group(cluster: Any, group: str) -> dict:
+    """A consumer group (KIP-848) as ConsumerGroupDescribe shows it, where the broker serves it;
+    else, or for a classic group, as DescribeGroups does."""
     KafkaError, error_name = _client().KafkaError, _client().error_name
     client = await cluster.coordinator(group)
+    if 69 in client.versions:
+        described = await describe_consumer_group(client, group)
+        if described is not None:
+            return described
     v = client.version(15)
     response = await client.request(15, {"groups": [group], "include_authorized_operations": False}, v)
     g = response["groups"][0]
@@ -80,7 +129,7 @@ async def describe_group(cluster: Any, group: str) -> dict:
         members.append({"member_id": m["member_id"], "group_instance_id": m.get("group_instance_id"),
                         "client_id": m["client_id"], "host": m["client_host"],
                         "assignment": assignment})
-    return {"group": group, "state": g["group_state"], "protocol_type": g["protocol_type"],
+    return {"group": group, "type": "classic", "state": g["group_state"], "protocol_type": g["protocol_type"],
             "protocol": g["protocol_data"], "coordinator": f"{client.host}:{client.port}", "members": members}
 
 
@@ -198,9 +247,15 @@ async def _topic_partitions(cluster: Any, specs: list[str]) -> list[tuple[str, i
 async def _groups_command(args: argparse.Namespace, cluster: Any) -> int:
     error_name = _client().error_name
     if args.groups_command == "list":
-        groups = await list_groups(cluster, args.state)
-        _emit(args, groups, ["GROUP", "STATE", "PROTOCOL-TYPE", "COORDINATOR"],
-              [[g["group"], g["state"], g["protocol_type"] or "-", g["coordinator"]] for g in groups], "no groups")
+        types = getattr(args, "type", None)
+        groups = await list_groups(cluster, args.state, types)
+        if types is None:
+            _emit(args, groups, ["GROUP", "STATE", "PROTOCOL-TYPE", "COORDINATOR"],
+                  [[g["group"], g["state"], g["protocol_type"] or "-", g["coordinator"]] for g in groups], "no groups")
+        else:  # --type: the type column too, as kafka-consumer-groups.sh --list --type
+            _emit(args, groups, ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE", "COORDINATOR"],
+                  [[g["group"], g["type"], g["state"], g["protocol_type"] or "-", g["coordinator"]] for g in groups],
+                  "no groups")
         return 0
     if args.groups_command == "describe":
         info = await describe_group(cluster, args.group)
@@ -210,16 +265,25 @@ async def _groups_command(args: argparse.Namespace, cluster: Any) -> int:
         if args.json:
             print(json.dumps(info, indent=2, sort_keys=True))
             return 0
-        print(f"group {info['group']}: state {info['state']}, protocol type {info['protocol_type'] or '-'}, "
-              f"assignor {info['protocol'] or '-'}, coordinator {info['coordinator']}, "
-              f"{len(info['members'])} member(s)")
-        rows = []
-        for m in info["members"]:
-            assigned = "; ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(m["assignment"].items()))
-            rows.append([m["member_id"], m["group_instance_id"], m["client_id"], m["host"], assigned or "-"])
+        if info["type"] == "consumer":
+            print(f"group {info['group']}: type consumer, state {info['state']}, group epoch {info['group_epoch']}, "
+                  f"assignment epoch {info['assignment_epoch']}, assignor {info['protocol'] or '-'}, "
+                  f"coordinator {info['coordinator']}, {len(info['members'])} member(s)")
+            headers = ["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "TYPE", "EPOCH", "ASSIGNMENT",
+                       "TARGET-ASSIGNMENT"]
+            rows = [[m["member_id"], m["group_instance_id"], m["client_id"], m["host"], m["member_type"],
+                     m["member_epoch"], _assigned(m["assignment"]), _assigned(m["target_assignment"])]
+                    for m in info["members"]]
+        else:
+            print(f"group {info['group']}: type classic, state {info['state']}, "
+                  f"protocol type {info['protocol_type'] or '-'}, assignor {info['protocol'] or '-'}, "
+                  f"coordinator {info['coordinator']}, {len(info['members'])} member(s)")
+            headers = ["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"]
+            rows = [[m["member_id"], m["group_instance_id"], m["client_id"], m["host"], _assigned(m["assignment"])]
+                    for m in info["members"]]
         if rows:
             print()
-            print(table(["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"], rows))
+            print(table(headers, rows))
         return 0
     results = await delete_groups(cluster, args.group)
     if args.json:
@@ -227,6 +291,10 @@ async def _groups_command(args: argparse.Namespace, cluster: Any) -> int:
     else:
         print(table(["GROUP", "RESULT"], [[g, "deleted" if c == 0 else error_name(c)] for g, c in results.items()]))
     return 0 if all(c == 0 for c in results.values()) else 1
+
+
+def _assigned(assignment: dict[str, list[int]]) -> str:
+    return "; ".join(f"{t}:{','.join(map(str, ps))}" for t, ps in sorted(assignment.items())) or "-"
 
 
 async def _offsets_command(args: argparse.Namespace, cluster: Any) -> int:

@@ -166,6 +166,16 @@ def group_state(text: str) -> str:
     raise argparse.ArgumentTypeError(f"expected one of {', '.join(GROUP_STATES)}, got {text!r}")
 
 
+GROUP_TYPES = ("classic", "consumer", "share", "streams")
+
+
+def group_type(text: str) -> str:
+    """A group type (ListGroups v5's types filter), any case, as Kafka spells it."""
+    if text.strip().lower() in GROUP_TYPES:
+        return text.strip().lower()
+    raise argparse.ArgumentTypeError(f"expected one of {', '.join(GROUP_TYPES)}, got {text!r}")
+
+
 def one_of(known, what: str):
     """An argparse type: a comma-separated subset of ``known`` (at least one), as a tuple."""
 

@@ -98,6 +98,9 @@ def add_server_commands(sub: argparse._SubParsersAction) -> None:
         else:
             q.add_argument("--state", action="append", default=[], type=parsing.group_state,
                            help=f"only groups in this state (repeatable; {', '.join(parsing.GROUP_STATES)})")
+            q.add_argument("--type", nargs="*", default=None, type=parsing.group_type, metavar="TYPE",
+                           help="show each group's type (classic, consumer), as kafka-consumer-groups.sh --list "
+                                "--type; with types, only groups of those types")
 
     o = sub.add_parser("offsets", help="list, reset and delete committed offsets (over the Kafka protocol)")
     osub = o.add_subparsers(dest="offsets_command", required=True)
