@@ -21,6 +21,7 @@ from groupcoord.adapters.observe.pairing import (
     Pending,
     correlation_id_of,
     decode_response,
+    metadata_record,
     note_request,
     pair_record,
 )
@@ -39,6 +40,7 @@ class Hub(Protocol):
     advertise: Advertise
 
     def record(self, record: dict) -> None: ...
+    def topics(self, record: dict) -> None: ...
     def passed(self, api: str) -> None: ...
     def undecoded(self, api: str) -> None: ...
     def log(self, line: str) -> None: ...
@@ -124,26 +126,32 @@ class Link:
             frame = await reader.readexactly(size)
             correlation_id = correlation_id_of(frame)
             pending = self.pending.pop(correlation_id, None)
-            out, response = head + frame, None
+            out, response, body = head + frame, None, None
             if pending is not None:
-                out, response = await self._decoded(pending, correlation_id, frame, out)
+                out, response, body = await self._decoded(pending, correlation_id, frame, out)
             client.write(out)
             await client.drain()
             if pending is not None and pending.request is not None:
                 self._write(correlation_id, pending, now_us(), response,
                             undecodable=undecodable_text(frame) if response is None else None)
+            elif pending is not None and body is not None:
+                topics = metadata_record(self.number, self.broker, correlation_id, pending, now_us(), body)
+                if topics is not None:  # the topics image of consumer groups (meta.json's "topics")
+                    self.hub.topics(topics)
 
-    async def _decoded(self, pending: Pending, correlation_id: int, frame: bytes, out: bytes) -> tuple[bytes, Any]:
-        """(the frame for the client, the response's fields or None): rewritten when it names brokers."""
+    async def _decoded(self, pending: Pending, correlation_id: int, frame: bytes,
+                       out: bytes) -> tuple[bytes, Any, Any]:
+        """(the frame for the client, the response's fields or None, kio's body or None):
+        rewritten when it names brokers."""
         try:
             body, fields = decode_response(pending, frame)
         except codec.FrameError as e:
             self.hub.log(f"{self.name}: passed on a response kio cannot decode: {e}")
-            return out, None
+            return out, None, None
         if pending.api_key in REWRITTEN:
             moved = await rewrite(pending.api_key, body, self.hub.advertise)
             out = codec.encode_response(pending.api_key, pending.version, correlation_id, moved)
-        return out, fields
+        return out, fields, body
 
     def _write(self, correlation_id: int, pending: Pending, send_us: int | None, response: dict | None,
                open_until_us: int | None = None, undecodable: str | None = None) -> None:

@@ -30,6 +30,9 @@ class Pending:
     client_id: str | None
     recv_us: int
     request: dict | None  # None: not recorded, only its response rewritten (Metadata)
+    # a Metadata request: the topics it asked about (None: every topic), for its answer's
+    # topics record (``metadata_record``); "": not a Metadata request, or one not read
+    asked: list | None | str = ""
 
 
 def note_request(frame: bytes, recv_us: int, pending: dict[int, Pending], counts: Counts) -> None:
@@ -42,7 +45,7 @@ def note_request(frame: bytes, recv_us: int, pending: dict[int, Pending], counts
     if name is None:
         counts.passed(codec.API_NAMES.get(api_key, f"api key {api_key}"))
         if api_key == METADATA and codec.has_schema(api_key, version):
-            pending[correlation_id] = Pending(api_key, version, client_id, recv_us, None)
+            pending[correlation_id] = Pending(api_key, version, client_id, recv_us, None, _asked(frame))
         return
     if not codec.has_schema(api_key, version):
         counts.undecoded(f"{name} v{version}")  # passes through as it is
@@ -52,6 +55,35 @@ def note_request(frame: bytes, recv_us: int, pending: dict[int, Pending], counts
     except (codec.FrameError, codec.UnsupportedRequest) as e:
         raise MalformedFrame(f"malformed frame: {e}") from None
     pending[correlation_id] = Pending(api_key, version, decoded.client_id, recv_us, codec.to_fields(decoded.body))
+
+
+def _asked(frame: bytes) -> list | None | str:
+    """The topic names a Metadata request asks about (None: all), "" when it cannot be read."""
+    try:
+        fields = codec.to_fields(codec.decode_request(frame).body)
+    except (codec.FrameError, codec.UnsupportedRequest):
+        return ""
+    topics = fields.get("topics")
+    if topics is None:
+        return None
+    return [t.get("name") for t in topics]
+
+
+def metadata_record(conn: int, broker: int, correlation_id: int, pending: Pending, send_us: int,
+                    body: Any) -> dict | None:
+    """A Metadata answer's topics as the verifier's topics image reads them (spec/verify.md):
+    name, topic id (v10+), partition count and error code of every topic it lists, and what was
+    asked (``all``: every topic; else ``asked``, the names). None when the request was not read."""
+    if pending.api_key != METADATA or pending.asked == "":
+        return None
+    topics = []
+    for t in getattr(body, "topics", ()) or ():
+        tid = getattr(t, "topic_id", None)
+        topics.append({"name": t.name, "topic_id": None if tid is None or int(tid) == 0 else str(tid),
+                       "partitions": len(t.partitions or ()), "error_code": int(t.error_code)})
+    return {"conn": conn, "broker": broker, "recv_us": pending.recv_us, "send_us": send_us, "api": "Metadata",
+            "api_key": METADATA, "version": pending.version, "correlation_id": correlation_id, "client_id": pending.client_id,
+            "all": pending.asked is None, "asked": pending.asked or [], "topics": topics}
 
 
 def decode_response(pending: Pending, frame: bytes) -> tuple[Any, dict | None]:

@@ -22,6 +22,7 @@ from groupcoord.adapters.observe.pairing import (
     Pending,
     correlation_id_of,
     decode_response,
+    metadata_record,
     note_request,
     pair_record,
 )
@@ -141,8 +142,15 @@ class CaptureReader:
 
     def _answer(self, conn: _Connection, frame: bytes, ts_us: int) -> list[dict]:
         pending = conn.pending.pop(correlation_id_of(frame), None)
-        if pending is None or pending.request is None:
+        if pending is None:
             return []
+        if pending.request is None:  # a Metadata answer: its topics (the topics image), when read
+            try:
+                body, _ = decode_response(pending, frame)
+            except codec.FrameError:
+                return []
+            topics = metadata_record(conn.number, -1, correlation_id_of(frame), pending, ts_us, body)
+            return [] if topics is None else [topics]
         try:
             _, fields = decode_response(pending, frame)
         except codec.FrameError as e:

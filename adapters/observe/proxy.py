@@ -26,6 +26,27 @@ def address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+def topic_runs(runs: dict[str, list[dict]], record: dict) -> bool:
+    """Fold a Metadata answer's topics into ``runs`` (name -> its states in order, each with the
+    first and last answer's time showing it); True when a state changed. A topic whose answer
+    tells nothing of it (an error other than UNKNOWN_TOPIC_OR_PARTITION, no id) is skipped."""
+    changed = False
+    at = record.get("send_us")
+    for t in record.get("topics") or ():
+        present = bool(t.get("topic_id")) and (t.get("partitions") or 0) > 0
+        if not present and t.get("error_code") != 3:
+            continue
+        state = {"name": t.get("name"), "topic_id": t.get("topic_id") if present else None,
+                 "partitions": t.get("partitions") if present else 0, "error_code": 0 if present else 3}
+        seq = runs.setdefault(state["name"], [])
+        if seq and all(seq[-1][k] == v for k, v in state.items()):
+            seq[-1]["last_us"] = at
+        else:
+            seq.append({**state, "first_us": at, "last_us": at})
+            changed = True
+    return changed
+
+
 def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
@@ -45,6 +66,9 @@ class RecordingProxy:
         self.passed_through: Counter[str] = Counter()
         self.not_decoded: Counter[str] = Counter()
         self.started_us: int | None = None
+        # what the Metadata answers showed of each topic, as runs of one state (topic_runs)
+        self.topic_runs: dict[str, list[dict]] = {}
+        self.every_topic = False  # some Metadata request asked for every topic
         self.connections = 0
         self._servers: dict[int, asyncio.AbstractServer] = {}
         self._opening: dict[int, asyncio.Future] = {}
@@ -87,6 +111,14 @@ class RecordingProxy:
     def undecoded(self, api: str) -> None:
         self.not_decoded[api] += 1
 
+    def topics(self, record: dict) -> None:
+        """A Metadata answer's topics (``pairing.metadata_record``): each topic's state kept as
+        runs (first and last answer showing it so), in meta.json, rewritten at once."""
+        topic_runs(self.topic_runs, record)
+        self.every_topic = self.every_topic or bool(record.get("all"))
+        if self.on_brokers is not None:
+            self.on_brokers()
+
     async def advertise(self, node: int, host: str, port: int) -> tuple[str, int]:
         """The proxy's address for broker ``node`` (really at ``host``:``port``), its listener
         opened on first sight; the real address when no listener can be opened."""
@@ -121,6 +153,8 @@ class RecordingProxy:
                 "brokers": {str(node): address(*a) for node, a in sorted(self.listeners.items())},
                 "passed_through": dict(sorted(self.passed_through.items())),
                 "undecoded": dict(sorted(self.not_decoded.items())),
+                "topics": [run for name in sorted(self.topic_runs) for run in self.topic_runs[name]],
+                "metadata_every_topic": self.every_topic,
                 "stopped_us": now_us() if stopped else None}
 
     async def stop(self) -> None:

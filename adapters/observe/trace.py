@@ -23,7 +23,12 @@ JOURNAL = "observed.partial.jsonl"
 META = "meta.json"
 
 RECORDED_APIS = ("FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "OffsetCommit",
-                 "OffsetFetch", "OffsetDelete", "DescribeGroups", "ListGroups", "DeleteGroups")
+                 "OffsetFetch", "OffsetDelete", "DescribeGroups", "ListGroups", "DeleteGroups",
+                 "ConsumerGroupHeartbeat", "ConsumerGroupDescribe")
+# Metadata answers' topics (name, topic id, partition count, error), one JSON object a line
+# (``pairing.metadata_record``): the topics image consumer groups are checked against
+# (spec/verify.md). Its own file, whatever the format, so the pairs' file holds only pairs.
+TOPICS = "topics.jsonl"
 COLUMNS = ("conn", "broker", "recv_us", "send_us", "api", "api_key", "version", "correlation_id", "client_id",
            "request", "response", "open_until_us", "undecodable")
 
@@ -72,13 +77,20 @@ class ObservedWriter:
         self.dir = Path(out_dir)
         self.fmt = fmt
         self.dir.mkdir(parents=True, exist_ok=True)
-        for name in (JSONL, PARQUET, JOURNAL):
+        for name in (JSONL, PARQUET, JOURNAL, TOPICS):
             (self.dir / name).unlink(missing_ok=True)
         self.path = self.dir / (JSONL if fmt == "jsonl" else JOURNAL)
         self._file = open(self.path, "w", encoding="utf-8")
         self.count = 0
+        self._topics = None  # TOPICS, opened at the first Metadata answer
 
     def write(self, record: dict) -> None:
+        if record.get("api") == "Metadata":  # a topics record: to TOPICS, not counted as a pair
+            if self._topics is None:
+                self._topics = open(self.dir / TOPICS, "w", encoding="utf-8")
+            self._topics.write(dumps(record) + "\n")
+            self._topics.flush()
+            return
         self._file.write(dumps(record) + "\n")
         self._file.flush()  # a crash loses at most the record being written
         self.count += 1
@@ -88,6 +100,8 @@ class ObservedWriter:
         path of the finished file."""
         if self._file.closed:
             return self.dir / (JSONL if self.fmt == "jsonl" else PARQUET)
+        if self._topics is not None:
+            self._topics.close()
         self._file.close()
         if self.fmt == "jsonl":
             return self.path
@@ -128,6 +142,15 @@ def _json_lines(path: Path) -> Iterator[dict]:
     """Each line's record; a line that is not one raises ValueError naming the file and line."""
     for _line, record in json_lines_with_text(path):
         yield record
+
+
+def read_topics(out_dir: str | Path) -> list[dict]:
+    """The topics records of a recording directory (``TOPICS``; none when it has no such file:
+    a recording made before it, or one whose clients sent no Metadata request)."""
+    path = Path(out_dir) / TOPICS
+    if not path.exists():
+        return []
+    return [record for _line, record in json_lines_with_text(path)]
 
 
 def source_file(out_dir: str | Path) -> tuple[Path, bool]:

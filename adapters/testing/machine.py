@@ -28,6 +28,7 @@ from groupcoord.adapters.verify import observed
 from groupcoord.adapters.verify.findings import is_known, signature
 from groupcoord.adapters.verify.run import describe_verdict, signature_of
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, Settings, Verdict, timing_only, verify_group
+from groupcoord.adapters.verify.topics import seen as topics_seen
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.errors import Error
 from groupcoord.testing import requests as rq
@@ -75,6 +76,15 @@ class Consumer:
     protocol_name: str | None = None
     joined: dict | None = None  # its JoinGroup answer when it was made leader (the member list)
     old_ids: list = attrs.Factory(list)
+    # its membership of the consumer group (KIP-848; the example's other group): member id,
+    # epoch, the partitions its last answers gave it (by topic id), and how often it joined
+    kip_id: str = ""
+    kip_epoch: int = 0
+    kip_owned: list = attrs.Factory(list)
+    kip_joins: int = 0
+
+    def forget_kip848(self) -> None:
+        self.kip_id, self.kip_epoch, self.kip_owned = "", 0, []
 
     def forget(self) -> None:
         if self.member_id:
@@ -131,6 +141,9 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
         shared = not isinstance(system, str)  # a broker others may use too: a group of its own
         self.group_id = self.group_prefix + drawn + (f"-{uuid.uuid4().hex[:8]}" if shared else "")
         self.sut = make(self.config, self.group_id, dict(self.topics))
+        # the consumer-protocol members' group (KIP-848), and the topics image it is assigned from
+        self.kip_group_id = self.group_id + ".kip848"
+        self.image = self.sut.topic_image(dict(self.topics)) if self.offers("ConsumerGroupHeartbeat") else None
         self.consumers = [Consumer(data.draw(gs.members(self.config, self.topics, static=self.static_members,
                                                         index=n + 1), label=f"consumer {n}"))
                           for n in range(MEMBER_SLOTS)]
@@ -187,6 +200,8 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
                 c.forget()
         elif sent.api in ("SyncGroup", "Heartbeat") and code in (Error.UNKNOWN_MEMBER_ID, Error.FENCED_INSTANCE_ID):
             c.forget()
+        elif sent.api == "ConsumerGroupHeartbeat":
+            self._learn_kip848(c, sent, r, code)
         elif sent.api == "LeaveGroup" and code == 0 and sent.version < 3:
             c.forget()
         elif sent.api == "LeaveGroup" and code == 0:
@@ -194,7 +209,71 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
                 if m.get("error_code") == 0 and m.get("member_id") == c.member_id:
                     c.forget()
 
+    def _learn_kip848(self, c: Consumer, sent: Sent, r: dict, code: int) -> None:
+        """What a consumer-protocol member learns from its heartbeat's answer (as librdkafka and
+        the Java consumer do): its id and epoch; the partitions given (held from then on, and
+        reported); fenced or unknown: it starts again with epoch 0; left: it is out."""
+        if sent.request.get("member_epoch", 0) < 0:
+            if code == 0 or code in (Error.UNKNOWN_MEMBER_ID, Error.FENCED_MEMBER_EPOCH):
+                c.forget_kip848()
+            return
+        if code == 0:
+            c.kip_id, c.kip_epoch = r.get("member_id") or c.kip_id, r["member_epoch"]
+            if r.get("assignment") is not None:
+                c.kip_owned = [{"topic_id": uuid.UUID(str(t["topic_id"])), "partitions": sorted(t["partitions"])}
+                               for t in r["assignment"]["topic_partitions"]]
+        elif code in (Error.UNKNOWN_MEMBER_ID, Error.FENCED_MEMBER_EPOCH):
+            c.forget_kip848()
+
     # ------------------------------------------------------------------ client actions
+
+    def _kip848(self, who: int, pick: int, build: Callable[[int, Consumer], dict]) -> None:
+        c = self.consumers[who]
+        self.send("ConsumerGroupHeartbeat", pick, lambda v: build(v, c), who)
+        self.settle()
+
+    @rule(who=WHO, pick=VERSION)
+    @precondition(lambda self: self.image is not None)
+    def consumer_join(self, who, pick) -> None:
+        """A consumer-protocol member joins (epoch 0) with its subscription: from v1 under an id
+        of its own, at v0 under the one the coordinator gives."""
+        c = self.consumers[who]
+        if c.kip_epoch != 0 or c.kip_id and c.kip_owned:
+            c.forget_kip848()  # a member rejoining starts from nothing, as a client does
+        c.kip_joins += 1
+
+        def build(v: int, c: Consumer) -> dict:
+            own = c.kip_id or (f"{c.member.client_id}-kip848-{c.kip_joins}" if v >= 1 else "")
+            return rq.consumer_heartbeat(self.kip_group_id, v, own, 0, c.member.group_instance_id, [],
+                                         topics=sorted(self.topics), rebalance_timeout_ms=c.member.rebalance_timeout_ms)
+        self._kip848(who, pick, build)
+
+    @rule(who=WHO, pick=VERSION, full=st.booleans(), stale=st.sampled_from((0,) * 4 + (-1, 1)))
+    @precondition(lambda self: self.image is not None)
+    def consumer_heartbeat(self, who, pick, full, stale) -> None:
+        """A member's heartbeat with the partitions it holds (``full``: its subscription and
+        timeout again, as after a lost answer), its epoch now and then off by one."""
+        def build(v: int, c: Consumer) -> dict:
+            return rq.consumer_heartbeat(self.kip_group_id, v, c.kip_id, max(c.kip_epoch + stale, 0),
+                                         c.member.group_instance_id, list(c.kip_owned),
+                                         topics=sorted(self.topics) if full else None,
+                                         rebalance_timeout_ms=c.member.rebalance_timeout_ms if full else -1)
+        self._kip848(who, pick, build)
+
+    @rule(who=WHO, pick=VERSION, static=st.booleans())
+    @precondition(lambda self: self.image is not None)
+    def consumer_leave(self, who, pick, static) -> None:
+        """A member leaves (epoch -1), or a static member leaves for now (-2, keeping its place)."""
+        def build(v: int, c: Consumer) -> dict:
+            epoch = -2 if static and c.member.group_instance_id is not None else -1
+            return rq.consumer_heartbeat(self.kip_group_id, v, c.kip_id, epoch, c.member.group_instance_id, None)
+        self._kip848(who, pick, build)
+
+    @rule(pick=VERSION)
+    @precondition(lambda self: self.image is not None and self.offers("ConsumerGroupDescribe"))
+    def consumer_describe(self, pick) -> None:
+        self.send("ConsumerGroupDescribe", pick, lambda v: rq.consumer_describe(self.kip_group_id, v))
+        self.settle()
 
     def _join(self, who: int, pick: int, how: str, wait: bool = True) -> Sent:
         c = self.consumers[who]
@@ -322,24 +401,30 @@ class CoordinatorStateMachine(RuleBasedStateMachine):
 
     # ------------------------------------------------------------------ checks
 
-    def observed_pairs(self) -> list:
-        """The pairs about this example's group, as ``groupcoord verify`` reads them."""
+    def observed_pairs(self, group_id: str | None = None) -> list:
+        """The pairs about this example's group (or ``group_id``), as ``groupcoord verify`` reads them."""
         split = observed.split(s.obs() for s in self.sut.sent)
-        return split.units.get(self.group_id, [])
+        return split.units.get(group_id or self.group_id, [])
 
     @invariant()
     def answers_are_allowed(self) -> None:
         """Every answer so far is one the spec gives to these requests in some execution."""
         if self.sut is None:
             return
-        pairs = self.observed_pairs()
-        if not pairs:
-            return
+        image = None if self.image is None else topics_seen(
+            [{"send_us": 0, "all": True, "topics": [{"name": n, "topic_id": tid, "partitions": count, "error_code": 0}
+                                                   for n, tid, count in self.image]}])
         settings = Settings(config=self.config, timer_tolerance_ms=self.sut.timer_tolerance_ms,
-                            budget=self.verify_budget, from_birth=True)
-        verdict = judge(self.group_id, pairs, settings, self.set_aside, self._given, self._given_timing, self.aside)
-        if verdict is None:
-            return
+                            budget=self.verify_budget, from_birth=True, topics=image)
+        for group_id in (self.group_id, self.kip_group_id):
+            pairs = self.observed_pairs(group_id)
+            if not pairs:
+                continue
+            verdict = judge(group_id, pairs, settings, self.set_aside, self._given, self._given_timing, self.aside)
+            if verdict is not None:
+                self._report(verdict)
+
+    def _report(self, verdict: Verdict) -> None:
         text = "\n".join(describe_verdict(verdict))
         if verdict.verdict == DIVERGES:
             raise Divergence(text, list(self.sut.sent), self.config, dict(self.topics), verdict)

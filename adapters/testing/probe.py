@@ -27,10 +27,10 @@ from groupcoord.adapters.verify.run import signature_of
 from groupcoord.core.config import CoordinatorConfig
 from groupcoord.testing.machine import CoordinatorStateMachine, Divergence, Inconclusive
 from groupcoord.testing.reproduce import scenario
-from groupcoord.testing.requests import ADMIN_APIS, GROUP_APIS
+from groupcoord.testing.requests import ADMIN_APIS, CONSUMER_APIS, GROUP_APIS
 from groupcoord.testing.systems import BrokerSystem, ConnectionClosed, Sent, Unreachable
 
-PROBED_APIS = tuple(dict.fromkeys(GROUP_APIS + ADMIN_APIS))
+PROBED_APIS = tuple(dict.fromkeys(GROUP_APIS + ADMIN_APIS + CONSUMER_APIS))
 
 
 class BrokerWentAway(BaseException):

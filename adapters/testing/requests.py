@@ -114,3 +114,24 @@ def delete(group_id: str, version: int) -> dict:
 
 def list_groups(version: int) -> dict:
     return fit("ListGroups", version, {"states_filter": [], "types_filter": []})
+
+
+# KIP-848's consumer group protocol: what a consumer with ``group.protocol=consumer`` sends
+CONSUMER_APIS = ("ConsumerGroupHeartbeat", "ConsumerGroupDescribe")
+
+
+def consumer_heartbeat(group_id: str, version: int, member_id: str, epoch: int, instance_id: str | None,
+                       owned: list | None, *, topics: Iterable[str] | None = None, rebalance_timeout_ms: int = -1,
+                       server_assignor: str | None = None) -> dict:
+    """A ConsumerGroupHeartbeat: a join (epoch 0: the subscription, ``owned`` empty), a heartbeat
+    (``owned``: the partitions held, as the last answer gave them, by topic id; None: not sent),
+    a full one (``topics`` given again), or a leave (epoch -1; -2 a static member's)."""
+    return fit("ConsumerGroupHeartbeat", version, {
+        "group_id": group_id, "member_id": member_id, "member_epoch": epoch, "instance_id": instance_id,
+        "rack_id": None, "rebalance_timeout_ms": rebalance_timeout_ms,
+        "subscribed_topic_names": None if topics is None else sorted(topics), "subscribed_topic_regex": None,
+        "server_assignor": server_assignor, "topic_partitions": owned})
+
+
+def consumer_describe(group_id: str, version: int) -> dict:
+    return {"group_ids": [group_id], "include_authorized_operations": False}

@@ -79,6 +79,11 @@ class System:
     def versions(self, api: str) -> tuple[int, int]:
         return schema.SUPPORTED_VERSIONS[api]
 
+    def topic_image(self, topics: dict[str, int]) -> tuple | None:
+        """The topics image consumer groups are assigned from, ((name, topic id, partitions),
+        ...), as the system knows it (None: it cannot tell)."""
+        return None
+
     def send(self, api: str, version: int, body: dict, client_id: str, wait: bool = True) -> Sent:
         """Send a request; with ``wait``, return once the system has handled it (answered or
         parked), else at once (requests in flight together: ``settle`` then)."""
@@ -154,6 +159,15 @@ class CoreSystem(System):
 
     def group(self, group_id: str):
         return self.driver.coordinator.group(group_id)
+
+    def topic_image(self, topics: dict[str, int]) -> tuple | None:
+        """``topics`` under the ids a server's catalog gives them, fed to the core."""
+        from groupcoord.adapters.wire.broker_apis import TopicCatalog
+        from groupcoord.core import events as ev
+
+        image = tuple((n, str(TopicCatalog.topic_id(n)), c) for n, c in sorted(topics.items()))
+        self.driver.dispatch(ev.TopicsChanged(now_ms=self.driver.now_ms, topics=image))
+        return image
 
     def _collect(self) -> None:
         for rid in [r for r in self._waiting if r in self.driver.responses]:
@@ -274,6 +288,12 @@ class ServerSystem(_WireSystem):
     def group(self, group_id: str):
         return self.loop.call(lambda: self.server.core.coordinator.group(group_id))
 
+    def topic_image(self, topics: dict[str, int]) -> tuple | None:
+        """The catalog's topics, which the server fed its core."""
+        from groupcoord.adapters.wire.broker_apis import TopicCatalog
+
+        return tuple((n, str(TopicCatalog.topic_id(n)), c) for n, c in sorted(topics.items()))
+
     def _handled(self, sent: Sent, client: KafkaClient) -> None:
         controls = self.server.controls
         status = self.loop.run(controls.request_handled(client.local_address, client.last_correlation_id,
@@ -342,6 +362,28 @@ class BrokerSystem(_WireSystem):
 
     def _clock_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+    def topic_image(self, topics: dict[str, int]) -> tuple | None:
+        """``topics`` as the coordinator's Metadata answer shows them (ids from v10); None when it
+        does not show every one of them with an id."""
+        async def ask():
+            client = await KafkaClient.connect(self.host, self.port, client_id="probe-metadata")
+            try:
+                return await client.request(3, {"topics": [{"name": n, "topic_id": None} for n in sorted(topics)],
+                                                 "allow_auto_topic_creation": False,
+                                                 "include_topic_authorized_operations": False}, 12)
+            finally:
+                await client.close()
+        try:
+            answer = self.loop.run(ask(), 30)
+        except (OSError, asyncio.TimeoutError, KafkaError, ValueError):
+            return None
+        image = []
+        for t in answer.get("topics") or ():
+            tid, count = t.get("topic_id"), len(t.get("partitions") or ())
+            if t.get("error_code") == 0 and tid and int(getattr(tid, "int", 1)) and count:
+                image.append((t["name"], str(tid), count))
+        return tuple(sorted(image)) if len(image) == len(topics) else None
 
     def _clock_us(self) -> int:
         return time.time_ns() // 1000

@@ -89,11 +89,12 @@ def observed_view(api: str, response: dict) -> dict:
 
 
 def bind_own_id(api: str, core: dict, observed: dict | None, ids: Ids) -> bool:
-    """A JoinGroup answer names the joining member: bind its id (False: bound otherwise)."""
-    if api != "JoinGroup" or observed is None:
+    """A JoinGroup answer names the joining member, as a consumer group's heartbeat answer does
+    (v0: the id the broker chose): bind its id (False: bound otherwise)."""
+    if api not in ("JoinGroup", "ConsumerGroupHeartbeat") or observed is None:
         return True
-    core_id = core.get("member_id", "")
-    obs_id = observed.get("member_id", "")
+    core_id = core.get("member_id") or ""
+    obs_id = observed.get("member_id") or ""
     if not core_id or not obs_id:
         return True  # an error answer names no new member; compared with the rest
     return ids.bind(obs_id, core_id)
@@ -103,10 +104,13 @@ def bind_listed(api: str, core: dict, observed: dict | None, ids: Ids) -> None:
     """Member lists (a leader's JoinGroup answer, DescribeGroups) show ids a client may use
     without its own JoinGroup answer in the trace: unbound ones are paired by what else the
     entry shows (client, instance, metadata) when that is unique, else by place."""
-    if observed is None or api not in ("JoinGroup", "DescribeGroups"):
+    if observed is None or api not in ("JoinGroup", "DescribeGroups", "ConsumerGroupDescribe"):
         return
     if api == "JoinGroup":
         mine, theirs = core.get("members", ()), observed.get("members", ())
+    elif api == "ConsumerGroupDescribe":
+        mine = [m for g in core.get("groups", ()) for m in g.get("members") or ()]
+        theirs = [m for g in observed.get("groups", ()) for m in g.get("members") or ()]
     else:
         mine = [m for g in core.get("groups", ()) for m in g.get("members", ())]
         theirs = [m for g in observed.get("groups", ()) for m in g.get("members", ())]
@@ -114,7 +118,8 @@ def bind_listed(api: str, core: dict, observed: dict | None, ids: Ids) -> None:
     theirs = [m for m in theirs if m.get("member_id") and m["member_id"] not in ids.to_core]
 
     def sig(m: dict) -> tuple:
-        return tuple(str(m.get(k)) for k in ("client_id", "group_instance_id", "metadata", "member_metadata"))
+        return tuple(str(m.get(k)) for k in ("client_id", "group_instance_id", "metadata", "member_metadata",
+                                             "instance_id", "subscribed_topic_names", "subscribed_topic_regex"))
 
     for m in list(mine):
         same = [t for t in theirs if sig(t) == sig(m)]
@@ -142,6 +147,16 @@ def _normal(api: str, body: dict, to_obs) -> dict:
         out["groups"] = [{**{k: v for k, v in g.items() if k not in _IGNORED},
                           "members": sorted((_member(m, to_obs) for m in g.get("members", ())), key=_order)}
                          for g in out.get("groups", ())]
+    elif api == "ConsumerGroupHeartbeat":
+        if out.get("member_id") is not None:
+            out["member_id"] = to_obs(out["member_id"])
+        if out.get("assignment") is not None:
+            out["assignment"] = _assignment(out["assignment"])
+    elif api == "ConsumerGroupDescribe":
+        out["groups"] = [{**{k: v for k, v in g.items() if k not in _IGNORED},
+                          "members": sorted((_consumer_member(m, to_obs) for m in g.get("members") or ()),
+                                            key=_order)}
+                         for g in out.get("groups", ())]
     elif api == "OffsetFetch":
         if "topics" in out:
             out["topics"] = _sorted_topics(out["topics"])
@@ -152,6 +167,23 @@ def _normal(api: str, body: dict, to_obs) -> dict:
 
 def _member(m: dict, to_obs) -> dict:
     return {**{k: v for k, v in m.items() if k not in _IGNORED}, "member_id": to_obs(m.get("member_id", ""))}
+
+
+def _assignment(a: dict) -> dict:
+    """A KIP-848 assignment with its topics and partitions in order (the protocol leaves it open)."""
+    topics = sorted(({**t, "partitions": sorted(t.get("partitions") or ())} for t in a.get("topic_partitions") or ()),
+                    key=lambda t: str(t.get("topic_id")))
+    return {**a, "topic_partitions": topics}
+
+
+def _consumer_member(m: dict, to_obs) -> dict:
+    out = _member(m, to_obs)
+    for key in ("assignment", "target_assignment"):
+        if isinstance(out.get(key), dict):
+            out[key] = _assignment(out[key])
+    if isinstance(out.get("subscribed_topic_names"), list):
+        out["subscribed_topic_names"] = sorted(out["subscribed_topic_names"])
+    return out
 
 
 def _order(m: dict) -> tuple:

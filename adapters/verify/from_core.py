@@ -16,15 +16,18 @@ from groupcoord.core.timers import TimerTable
 
 
 def observe(requests: Iterable[tuple], config: CoordinatorConfig | None = None, *,
-            write_delay_ms: int = 0) -> list[Obs]:
-    """``requests``: (time_ms, conn, api, version, body, client_id), in time order. Writes are
+            write_delay_ms: int = 0, topics: tuple = (), topic_changes: tuple = ()) -> list[Obs]:
+    """``requests``: (time_ms, conn, api, version, body, client_id), in time order; ``topics``:
+    the topics image ((name, topic id, partitions), ...) the core has from the start, and
+    ``topic_changes`` ((time_ms, image), ...) its later images. Writes are
     acknowledged ``write_delay_ms`` after they are emitted; timers fire at their deadlines, equal
     deadlines in arming order (a write due then is acknowledged first); the periodic expiration
     is not run."""
     config = config or CoordinatorConfig(offsets_topic_num_partitions=1)
     core = Coordinator(config)
     reqs = list(requests)
-    groups = {partition_for(r[4].get("group_id", ""), config.offsets_topic_num_partitions) for r in reqs}
+    groups = {partition_for(g, config.offsets_topic_num_partitions)
+              for r in reqs for g in ([r[4]["group_id"]] if "group_id" in r[4] else r[4].get("group_ids") or [""])}
     start = reqs[0][0] if reqs else 0
     timers = TimerTable()
     writes: list[tuple[int, int]] = []  # (due ms, write id)
@@ -48,6 +51,8 @@ def observe(requests: Iterable[tuple], config: CoordinatorConfig | None = None, 
 
     for p in sorted(groups):
         run(ev.LoadPartition(now_ms=start, partition=p, records=()))
+    if topics:
+        run(ev.TopicsChanged(now_ms=start, topics=tuple(topics)))
 
     def advance(until_ms: int) -> None:
         while True:
@@ -64,7 +69,12 @@ def observe(requests: Iterable[tuple], config: CoordinatorConfig | None = None, 
             else:
                 return
 
+    changes = sorted(topic_changes)
     for n, (t, conn, api, version, body, client) in enumerate(reqs, start=1):
+        while changes and changes[0][0] <= t:
+            at, image = changes.pop(0)
+            advance(at)
+            run(ev.TopicsChanged(now_ms=at, topics=tuple(image)))
         advance(t)
         pending[n] = dict(t=t, conn=conn, api=api, v=version, body=body, client=client)
         run(request_event(api, version, body, request_id=n, now_ms=t, client_id=client or "",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
+import uuid
 import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -17,8 +18,9 @@ from groupcoord.adapters.protocol import schema
 
 # APIs whose request names exactly the group it is about (the field holding it).
 _GROUP_FIELD = {"JoinGroup": "group_id", "SyncGroup": "group_id", "Heartbeat": "group_id",
-                "LeaveGroup": "group_id", "OffsetCommit": "group_id", "OffsetDelete": "group_id"}
-CHECKED_APIS = frozenset(_GROUP_FIELD) | {"OffsetFetch", "DescribeGroups", "DeleteGroups"}
+                "LeaveGroup": "group_id", "OffsetCommit": "group_id", "OffsetDelete": "group_id",
+                "ConsumerGroupHeartbeat": "group_id"}
+CHECKED_APIS = frozenset(_GROUP_FIELD) | {"OffsetFetch", "DescribeGroups", "DeleteGroups", "ConsumerGroupDescribe"}
 
 
 class TraceError(ValueError):
@@ -187,8 +189,12 @@ def _from_json(fields, body: dict) -> dict:
             continue
         if typ == "bytes":
             out[name] = bytes.fromhex(value) if isinstance(value, str) else value
+        elif typ == "uuid":  # KIP-848's topic ids, as text in the trace
+            out[name] = uuid.UUID(value) if isinstance(value, str) else value
         elif isinstance(typ, list):
             out[name] = [_from_json(typ, e) for e in value]
+        elif isinstance(typ, schema.Struct) and isinstance(value, dict):
+            out[name] = _from_json(typ, value)
     return out
 
 
@@ -209,6 +215,8 @@ def groups_of(obs: Obs) -> tuple[str, ...]:
         return tuple(b.get("groups", ()))
     if obs.api == "DeleteGroups":
         return tuple(b.get("groups_names", ()))
+    if obs.api == "ConsumerGroupDescribe":
+        return tuple(g for g in b.get("group_ids", ()) if isinstance(g, str))
     return ()
 
 
@@ -220,7 +228,7 @@ class Split:
 
 # A request about several groups is, for each, that group's part: Kafka handles them one by one.
 _PARTS = {"DeleteGroups": ("groups_names", "results"), "DescribeGroups": ("groups", "groups"),
-          "OffsetFetch": ("groups", "groups")}
+          "OffsetFetch": ("groups", "groups"), "ConsumerGroupDescribe": ("group_ids", "groups")}
 
 
 def per_group(obs: Obs) -> list[tuple[str, Obs]]:

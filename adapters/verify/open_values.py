@@ -44,6 +44,8 @@ def settle(state: CoordinatorState, commands: list, group_id: str, observed: Cal
     group = state.groups.get(group_id)
     if group is None:  # deleted or expired: a group made again counts its generations afresh
         return state, {}, 0
+    if not hasattr(group, "generation_id"):  # a consumer group (KIP-848): no leader, no protocol vote
+        return state, {}, settled
     if group.generation_id <= settled:
         return state, {}, settled
     generation = group.generation_id

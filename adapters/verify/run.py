@@ -13,7 +13,7 @@ from pathlib import Path
 import attrs
 
 from groupcoord.adapters.traces.progress import Progress
-from groupcoord.adapters.verify import findings, observed
+from groupcoord.adapters.verify import findings, observed, topics
 from groupcoord.adapters.verify.search import CONFORMS, DIVERGES, INCONCLUSIVE, Settings, Verdict, verify_group
 
 EXIT = {CONFORMS: 0, DIVERGES: 1, INCONCLUSIVE: 3}  # 2: bad input
@@ -27,8 +27,21 @@ _LIST_COLUMNS = ("allowed", "excerpt", "steps")
 SHARE_BYTES = 128 << 20
 
 
+def with_topics(path: str, settings: Settings) -> Settings:
+    """``settings`` with the recording's topics image (its Metadata answers, topics.py), which
+    consumer groups are checked against, unless given."""
+    if settings.topics is not None:
+        return settings
+    try:
+        seen = topics.read(path)
+    except (OSError, ValueError) as e:
+        raise observed.TraceError(f"{path}: its topics file cannot be read: {e}") from None
+    return settings if seen is None else attrs.evolve(settings, topics=seen)
+
+
 def verify_plain(path: str, settings: Settings, share_bytes: int = SHARE_BYTES,
                  keep_going: bool = False) -> tuple[list[Verdict], dict]:
+    settings = with_topics(path, settings)
     verdicts: list[Verdict] = []
     unchecked: dict[str, int] = {}
     progress, diverging = Progress("verify", unit="groups"), 0
@@ -289,6 +302,7 @@ def run(path: str, settings: Settings, engine: str = "plain", master: str = "loc
     """``keep_going``: every divergence of a group, not only its first; ``known``: signatures
     set aside (--known FILE): counted, not reported, not a divergence for the exit status."""
     started = time.perf_counter()
+    settings = with_topics(path, settings)
     torn = observed.torn_line(path)
     if torn is not None:
         print(f"groupcoord verify: warning: {torn[0]}: {TORN}; {_resting(observed.group_in(torn[1]))}",

@@ -23,6 +23,8 @@ import attrs
 
 from groupcoord.adapters.protocol import schema
 from groupcoord.adapters.protocol.translate import request_event
+from groupcoord.adapters.verify import consumer as consumer_choice
+from groupcoord.adapters.verify import topics as topics_image
 from groupcoord.adapters.verify.compare import (
     Ids,
     adopt_generation,
@@ -64,6 +66,9 @@ class Settings:
     # the recording holds the group's whole life (a test that made it): a member id no answer
     # gave is one the client made up, not a sign the recording began late
     from_birth: bool = False
+    # the recording's topics image (topics.TopicsSeen, from its Metadata answers): what
+    # consumer groups are assigned partitions of; None: the recording shows none
+    topics: Any = None
 
 
 @attrs.frozen
@@ -99,6 +104,7 @@ class _Node:
     path: tuple  # inputs so far: position fed (int) or what else happened (str)
     settled: int = 0  # the newest generation whose leader and protocol are settled (open_values)
     expired_ms: int | None = None  # when the periodic expiration last ran in this execution
+    images: int = 0  # the topics image's changes made so far (topics.TopicsSeen.changes)
 
 
 class _Failure(Exception):
@@ -274,6 +280,9 @@ class _Search:
 
     def run(self) -> Verdict:
         started = None if self.settings.from_birth else _mid_life(self.unit)
+        blind = topics_image.unknown(self.settings.topics, self.unit)
+        if blind is not None:
+            return Verdict(self.gid, INCONCLUSIVE, f"consumer group: {blind}", len(self.unit), 0)
         if started is not None:
             return Verdict(self.gid, INCONCLUSIVE, f"the recording starts after the group formed: line "
                            f"{started.index} uses member id {started.request.get('member_id')!r}, which no "
@@ -281,6 +290,8 @@ class _Search:
         coordinator = Coordinator(self.settings.config)
         t0 = self.recv_ms[0] if self.unit else 0
         commands = coordinator.handle(ev.LoadPartition(now_ms=t0, partition=self.partition, records=()))
+        if self.settings.topics is not None:  # the image at the recording's start
+            coordinator.handle(ev.TopicsChanged(now_ms=t0, topics=self.settings.topics.image_after(0)))
         root = _Node(coordinator.snapshot(), Timers(), t0, frozenset(), frozenset(), Ids(), ())
         root = self._timers(root, commands)
         try:
@@ -322,7 +333,7 @@ class _Search:
 
     def _key(self, node: _Node) -> tuple:
         s = node.state
-        return (node.fed, node.answered, node.now_ms, node.settled, node.expired_ms,
+        return (node.fed, node.answered, node.now_ms, node.settled, node.expired_ms, node.images,
                 node.timers.places(), node.ids.key(),
                 repr(s.groups), repr(s.offsets), tuple(s.writes), repr(s.deferred), repr(s.committed_offsets))
 
@@ -332,6 +343,9 @@ class _Search:
         writes = sorted(w for w, pw in node.state.writes.items() if pw.partition == self.partition)
         unfed = [p for p in range(len(self.unit)) if p not in node.fed]
         next_recv = min((self.recv_ms[p] for p in unfed), default=None)
+        change = self._change(node)
+        # a change of the topics image the broker had made by the next request: made before it
+        held = change is not None and next_recv is not None and change.by_ms + self.tol < next_recv
         if writes:  # acknowledged now, or as late as the answer riding on it was sent
             for at in self._write_times(node, next_recv):
                 out.append(lambda at=at: self._step(node, ev.WriteCompleted(now_ms=at, write_id=writes[0])))
@@ -342,7 +356,7 @@ class _Search:
             for at in self._timer_times(node, due[0], next_recv, True):
                 out.append(lambda at=at: self._fire(node, due, at))
         else:
-            for p in self._ready(node, unfed):
+            for p in self._ready(node, unfed) if not held else ():
                 out.append(lambda p=p: self._feed(node, p))
             horizon = next_recv if next_recv is not None else self._end(node)
             if due is not None and horizon is not None and due[0] <= horizon + self.tol:
@@ -354,6 +368,9 @@ class _Search:
                     if node.expired_ms is None or at >= node.expired_ms + self.expiration_interval_ms:
                         out.append(lambda at=at: self._step(node, ev.TimerFired(
                             now_ms=at, key=ExpirationTimer(self.partition), payload=None)))
+        if change is not None and (next_recv is None or change.after_ms <= next_recv):
+            # the image changed at a time the recording does not show: before the next request, or after
+            out.append(lambda: self._new_image(node, change))
         failures = [lambda w=w, e=e: self._step(node, ev.WriteFailed(now_ms=node.now_ms, write_id=w, error=e))
                     for e in self.write_errors for w in ({writes[0], writes[-1]} if writes else ())]
         # a broker answer a failed write explains is owed: its failure tried first (else every
@@ -362,6 +379,20 @@ class _Search:
                             for p in self.owed & node.fed - node.answered):
             return failures + out
         return out + failures
+
+    def _change(self, node: _Node):
+        """The next change of the topics image not yet made in this execution, or None."""
+        topics = self.settings.topics
+        if topics is None or node.images >= len(topics.changes):
+            return None
+        return topics.changes[node.images]
+
+    def _new_image(self, node: _Node, change) -> _Node:
+        at = max(node.now_ms, change.after_ms)
+        what = "gone" if change.value is None else f"id {change.value[0]}, {change.value[1]} partitions"
+        child = attrs.evolve(node, images=node.images + 1,
+                             path=node.path + (f"topics image: {change.name} {what} at {self._at(at)}",))
+        return self._step(child, ev.TopicsChanged(now_ms=at, topics=self.settings.topics.image_after(node.images + 1)))
 
     def _late_times(self, node: _Node, start: int, limit: int | None) -> set[int]:
         """When an answer still owed went out, past ``start`` and the tolerance, up to ``limit``
@@ -416,8 +447,13 @@ class _Search:
         now = max(node.now_ms, self.recv_ms[p])
         body = _to_core(obs.api, obs.request, node.ids)
         try:
+            # a consumer group's member id a v0 broker chose is the core's too: Kafka's assignors
+            # order members by id, so the spec's target for those ids is the one to compare
+            chosen = (obs.response or {}).get("member_id") if obs.api == "ConsumerGroupHeartbeat" else None
             event = request_event(obs.api, obs.version, body, request_id=p, now_ms=now,
-                                  client_id=obs.client_id or "", new_member_uuid=f"obs{obs.index}")
+                                  client_id=obs.client_id or "",
+                                  new_member_uuid=chosen if chosen and chosen not in node.ids.to_obs
+                                  else f"obs{obs.index}")
         except (schema.SchemaError, KeyError, TypeError) as e:
             raise _Failure(p, f"the request cannot be read as {obs.api} v{obs.version}: {e}", spec="unreadable",
                            broker="given") from None
@@ -443,6 +479,9 @@ class _Search:
                                 expired_ms=event.now_ms)
         coordinator = Coordinator.restore(node.state, self.settings.config)
         commands = coordinator.handle(event)
+        snapshot = coordinator.snapshot()
+        if isinstance(event, ev.ConsumerGroupHeartbeat) and event.request_id not in self.waived:
+            snapshot, commands, node = self._assignment_choice(node, snapshot, commands, event.request_id)
         ids = node.ids.copy()
         answered = set(node.answered)
         responds = [(c.request_id, core_fields(self.unit[c.request_id].api, self.unit[c.request_id].version,
@@ -454,7 +493,7 @@ class _Search:
                 raise _Failure(p, "the member id answered is another member's", spec="a new member's id",
                                broker="another member's id")
         # a new generation's leader and protocol: the broker's, where the spec leaves them open
-        state, remade, settled = settle(coordinator.snapshot(), commands, self.gid, lambda p: self.unit[p].response,
+        state, remade, settled = settle(snapshot, commands, self.gid, lambda p: self.unit[p].response,
                                         ids, node.settled)
         if remade:
             responds = [(p, core_fields(self.unit[p].api, self.unit[p].version, remade[p]) if p in remade else core)
@@ -478,9 +517,12 @@ class _Search:
                                       f"{self._at(event.now_ms)}", got, spec="given", broker="none (waits)")
                 answered.add(p)
                 continue
-            if got != self.want[p]:  # what differs first: a wrong answer is wrong whenever it came
-                field, spec, broker = main_mismatch(mismatches(got, self.want[p])) or ("answer", "", "")
-                failure = _Failure(p, "; ".join(differences(got, self.want[p])), got, field, spec, broker)
+            want = self.want[p]
+            if obs.api == "ConsumerGroupDescribe" and got != want and consumer_choice.target_open(state, self.gid):
+                got, want = consumer_choice.without_targets(got), consumer_choice.without_targets(want)
+            if got != want:  # what differs first: a wrong answer is wrong whenever it came
+                field, spec, broker = main_mismatch(mismatches(got, want)) or ("answer", "", "")
+                failure = _Failure(p, "; ".join(differences(got, want)), got, field, spec, broker)
                 failure.content = True
                 raise failure
             if p in self.late:  # keep_going: its timing taken as given, what it says compared above
@@ -505,6 +547,44 @@ class _Search:
                 raise _Failure(p, f"the broker answered at {self._at(self.send_ms[p])}; the spec has not by "
                                   f"{self._at(child.now_ms)}", spec="none (waits)", broker="given")
         return child
+
+    def _assignment_choice(self, node: _Node, state: CoordinatorState, commands: list, p: int):
+        """A consumer group's heartbeat whose answer differs from the broker's in its assignment
+        alone: the broker's taken where the target is its choice (consumer.py), the state and the
+        answer (in ``commands`` or waiting for its write) made so; a partition the broker gives
+        that another member still owns is a divergence whatever the target."""
+        obs = self.unit[p]
+        if obs.response is None:
+            return state, commands, node
+        respond = next((c for c in commands if isinstance(c, Respond) and c.request_id == p), None)
+        waiting = next((r for _q, _w, r in state.deferred if r.request_id == p), None)
+        riding = next((w for w, pw in state.writes.items() if pw.request is not None and pw.request.request_id == p),
+                      None)  # the answer rides on the heartbeat's write
+        answer = next((c.response for c in (respond, waiting) if c is not None), None)
+        if answer is None and riding is not None:
+            answer = state.writes[riding].response
+        if answer is None or answer.member_id is None:
+            return state, commands, node
+        try:
+            taken = consumer_choice.adopt(node.state, state, self.gid, answer.member_id, answer, obs.response,
+                                          dict(state.topics))
+        except consumer_choice.OwnedElsewhere as e:
+            got = core_view(obs.api, core_fields(obs.api, obs.version, answer), node.ids)
+            self.allowed.setdefault(p, set()).add(json.dumps(got, sort_keys=True))
+            raise _Failure(p, str(e).replace(f"member {e.owner}", f"member {node.ids.obs(e.owner)}"), got,
+                           consumer_choice.OWNED_FIELD, consumer_choice.OWNED_SPEC,
+                           consumer_choice.OWNED_BROKER) from None
+        if taken is None:
+            return state, commands, node
+        state, chosen = taken
+        commands = [Respond(p, chosen) if c is respond else c for c in commands]
+        deferred = tuple((q, w, Respond(p, chosen) if r is waiting else r) for q, w, r in state.deferred)
+        writes = dict(state.writes)
+        if riding is not None:
+            writes[riding] = attrs.evolve(writes[riding], response=chosen)
+        state = attrs.evolve(state, deferred=deferred, writes=writes)
+        note = f"line {obs.index}'s assignment: the broker's choice of target taken (no member named an assignor)"
+        return state, commands, attrs.evolve(node, path=node.path + (note,))
 
     def _undecodable(self, p: int, got: dict | None) -> _Failure:
         """The broker's answer to ``p`` came but could not be decoded (the recorder passed it on
@@ -597,14 +677,18 @@ def _refused_for_an_id(obs: Obs) -> bool:
 
 
 def _mid_life(unit: list[Obs]) -> Obs | None:
-    """The first accepted request naming a member id no JoinGroup answer before it gave."""
+    """The first accepted request naming a member id no JoinGroup answer before it gave (nor a
+    consumer group's heartbeat answer: a joining heartbeat, epoch 0, names its own from v1)."""
     issued: list[tuple[int, str]] = []
     for o in unit:
-        if o.api == "JoinGroup" and o.response and o.response.get("member_id") and o.send_us is not None:
+        if o.api in ("JoinGroup", "ConsumerGroupHeartbeat") and o.response and o.response.get("member_id") \
+                and o.send_us is not None and (o.api == "JoinGroup" or o.response.get("error_code", 0) == 0):
             issued.append((o.send_us, o.response["member_id"]))
     for o in sorted(unit, key=lambda o: o.recv_us):
         mid = o.request.get("member_id") or ""
         if not mid or o.response is None or o.response.get("error_code", 0) != 0:
+            continue
+        if o.api == "ConsumerGroupHeartbeat" and o.request.get("member_epoch") == 0:
             continue
         if o.api == "OffsetCommit" and o.request.get("generation_id_or_member_epoch", -1) < 0:
             continue
