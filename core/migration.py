@@ -179,8 +179,10 @@ def downgrade(ctx: Context, records: Records, group: ConsumerGroup, leaving: str
                               client_host=m.client_host, rebalance_timeout_ms=m.rebalance_timeout_ms,
                               session_timeout_ms=m.classic.session_timeout_ms, protocol_type="consumer",
                               protocols=m.classic.protocols))
+    # ClassicGroup.add: the first member added leads
     classic = assemble_group(Group(group_id=gid, partition=p, state=CLASSIC_STABLE, generation_id=group.group_epoch,
-                                   protocol_type="consumer", state_timestamp_ms=ctx.now), members)
+                                   protocol_type="consumer", state_timestamp_ms=ctx.now,
+                                   leader_id=members[0].member_id), members)
     draft = GroupDraft(classic)
     draft.protocol_name = draft.select_protocol()
     for mid, member in list(draft.members.items()):

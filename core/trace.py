@@ -27,6 +27,8 @@ import attrs
 from . import commands as cmd
 from . import events as ev
 from .classic.model import Parked
+from .consumer import model as consumer_model
+from .consumer import records as consumer_records
 from .errors import Error
 
 VERSION = 2  # 2: timer keys and the initial-delay payload are typed values, not tuples
@@ -45,6 +47,11 @@ def _registry() -> dict[str, type]:
             if isinstance(value, type) and attrs.has(value) and value.__module__ == module.__name__:
                 types[name] = value
     types["Parked"] = Parked
+    for module in (consumer_model, consumer_records):  # KIP-848's records and the values they hold
+        for name in dir(module):
+            value = getattr(module, name)
+            if isinstance(value, type) and attrs.has(value) and value.__module__ == module.__name__:
+                types[name] = value
     for key_type in cmd.TIMER_KEYS:
         types[key_type.__name__] = key_type
     return types
@@ -79,6 +86,10 @@ def encode(value: Any) -> Any:
         return {"hex": value.hex()}
     if isinstance(value, (tuple, list)):
         return [encode(v) for v in value]
+    if isinstance(value, (frozenset, set)):  # a consumer group's partitions
+        return {"set": [encode(v) for v in sorted(value)]}
+    if isinstance(value, dict):  # a consumer group's assignment: topic id -> partitions
+        return {"map": [[encode(k), encode(v)] for k, v in sorted(value.items())]}
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     raise TraceError(f"cannot encode {type(value).__name__}: {value!r}")
@@ -92,6 +103,13 @@ def decode(data: Any) -> Any:
                 return bytes.fromhex(data["hex"])
             except (TypeError, ValueError):
                 raise TraceError(f"bad hex {data['hex']!r}") from None
+        if set(data) == {"set"} and isinstance(data["set"], list):
+            return frozenset(decode(v) for v in data["set"])
+        if set(data) == {"map"} and isinstance(data["map"], list):
+            try:
+                return {decode(k): decode(v) for k, v in data["map"]}
+            except (TypeError, ValueError):
+                raise TraceError("a map's entries must be [key, value] pairs") from None
         if set(data) == {"type", "data"}:
             cls = TYPES.get(data["type"])
             if cls is None:

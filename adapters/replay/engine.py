@@ -102,6 +102,7 @@ class UnitReplay:
         self._cut = False  # the unit's records end at a torn line of its own (see finish)
         self.verify_fast_path = False  # tests: also run check_commands and compare
         self.coordinator: Coordinator | None = None
+        self._image: ev.TopicsChanged | None = None  # the last topics image seen
         self.instances = 0
         self.records = self.inputs = self.n_outputs = self.skipped = 0
         self.finding: Finding | None = None
@@ -260,6 +261,10 @@ class UnitReplay:
             self._stop(TIME, tc.TIME_ORDER, f"ts_ms {ts_ms} but the event's now_ms is {event.now_ms}",
                        expected=str(event.now_ms), actual=str(ts_ms))
         et = type(event)
+        if et is ev.TopicsChanged:  # the topics image: every instance of the recording starts with it
+            self._image = event
+            if self.coordinator is None:
+                return
         if et is ev.LoadPartition:
             self._load(event)
         elif self.coordinator is None:
@@ -315,6 +320,8 @@ class UnitReplay:
 
     def _new_instance(self) -> None:
         self.coordinator = Coordinator(self.config)
+        if self._image is not None:  # the recorder feeds each instance the topics first
+            self.coordinator.handle(self._image)
         self.instances += 1
         self._timers.clear()
         self._in_flight.clear()

@@ -77,7 +77,7 @@ class ConsumerMember:
     subscribed_topic_regex: str | None = None
     member_epoch: int = 0
     previous_member_epoch: int = 0
-    state: MemberState = MemberState.STABLE
+    state: MemberState = attrs.field(default=MemberState.STABLE, converter=MemberState)  # a trace holds its value
     assigned: Assignment = attrs.field(factory=dict)
     pending_revocation: Assignment = attrs.field(factory=dict)
     classic: ClassicMeta | None = None  # set: the member uses the classic protocol

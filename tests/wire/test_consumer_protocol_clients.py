@@ -363,14 +363,6 @@ def test_mixed_group_downgraded_to_classic_when_the_consumer_protocol_member_lea
             classic.kill()  # (stuck in the downgraded group's join phase, it could not leave: see below)
 
 
-DOWNGRADE_LEADERLESS = (
-    "core: the classic group an online downgrade makes (core/migration.py downgrade) has no leader "
-    "(leader_id None), so its join phase never completes: complete_join re-arms the JoinTimer for ever while "
-    "the member's JoinGroup stays parked. Kafka's ClassicGroup.fromConsumerGroup adds the members with "
-    "ClassicGroup.add, which makes the first member the leader; its rejoin then completes the join at once.")
-
-
-@pytest.mark.xfail(strict=True, reason=DOWNGRADE_LEADERLESS)
 def test_downgraded_group_rebalances_to_its_classic_member(server):
     group = "kip848-downgrade"
     w = Watch(server, group, [new_consumer(server, group, "modern")])

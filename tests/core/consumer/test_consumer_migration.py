@@ -226,3 +226,16 @@ def test_a_classic_group_with_malformed_subscriptions_is_not_upgraded():
         Error.GROUP_ID_NOT_FOUND,
         "Cannot upgrade the classic group g to consumer group because the embedded consumer protocol is malformed.")
     assert d.c.group("g").KIND == "classic"
+
+
+def test_a_downgraded_group_completes_its_join_phase_when_its_members_rejoin():
+    """ClassicGroup.fromConsumerGroup adds the members with ClassicGroup.add: the first leads,
+    so the join phase ends once they all rejoined."""
+    d = Driver(group_initial_rebalance_delay_ms=0)
+    c, mid, _ = stable_classic(d)
+    d.hb("a", 0)
+    d.hb("a", -1)
+    assert d.c.group("g").leader_id == mid
+    rejoined = c.join(mid)
+    assert rejoined is not None and rejoined.error_code is Error.NONE and rejoined.leader == mid
+    assert d.c.group("g").state.value == "CompletingRebalance"
