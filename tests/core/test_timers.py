@@ -174,3 +174,12 @@ def test_the_immutable_form_is_unchanged_by_other_commands_and_ignores_what_it_i
     assert (timers.places(), later.places()) == (((10, A),), ((10, A), (10, B)))
     assert later.fired().places() == ((10, B),) and not later.fired().fired()
     assert Timers().applied([SetTimer(A, 10)]) == timers  # a value: equal when armed alike
+
+
+def test_a_value_table_passes_over_an_ignored_key_and_applies_what_follows():
+    from groupcoord.core.commands import ExpirationTimer, HeartbeatTimer, SetTimer
+    from groupcoord.core.timers import Timers
+
+    later = HeartbeatTimer(0, "g", "m")
+    table = Timers().applied([SetTimer(ExpirationTimer(0), 100), SetTimer(later, 50)], ignore=ExpirationTimer)
+    assert [e[2] for e in table.entries] == [later]

@@ -514,3 +514,14 @@ def test_a_dynamic_member_rejoining_with_an_instance_id_stays_itself():
     again = d.hb("a", 0, instance_id="i")
     assert (again.member_epoch, again.assignment) == (a.member_epoch, a.assignment)
     assert d.group().members["a"].instance_id == "i"
+
+
+def test_a_leave_names_why_the_group_is_not_there():
+    d = Driver()
+    gone = d.hb("m", -1)
+    assert (gone.error_code, gone.error_message) == (Error.GROUP_ID_NOT_FOUND, "Group g not found.")
+    d.run(ev.OffsetCommit(request_id="c", now_ms=d.now, version=9, group_id="g", generation_id=-1, member_id="",
+                          topics=(("t", (ev.CommitPartition(partition_index=0, committed_offset=7),)),)))
+    classic = d.hb("m", -1)
+    assert (classic.error_code, classic.error_message) == (Error.GROUP_ID_NOT_FOUND,
+                                                           "Group g is not a consumer group.")

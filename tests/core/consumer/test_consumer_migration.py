@@ -239,3 +239,32 @@ def test_a_downgraded_group_completes_its_join_phase_when_its_members_rejoin():
     rejoined = c.join(mid)
     assert rejoined is not None and rejoined.error_code is Error.NONE and rejoined.leader == mid
     assert d.c.group("g").state.value == "CompletingRebalance"
+
+
+def test_an_upgraded_group_reads_back_from_its_records_as_it_was():
+    from groupcoord.core import Coordinator, CoordinatorConfig
+
+    d = Driver(group_initial_rebalance_delay_ms=0)
+    stable_classic(d)
+    d.hb("a", 0)
+    records = tuple(r for w in d.writes for r in w.records)
+    fresh = Coordinator(CoordinatorConfig(offsets_topic_num_partitions=1))
+    fresh.handle(ev.TopicsChanged(now_ms=0, topics=(("t", T, 6),)))
+    fresh.handle(ev.LoadPartition(now_ms=0, partition=0, records=records))
+    assert fresh.group("g") == d.group()
+
+
+def test_a_static_classic_member_in_a_consumer_group_heartbeats_by_its_instance():
+    d = Driver()
+    d.hb("a", 0)
+    c = Classic(d)
+    joined = c.join(version=5, instance="i")
+    assert joined.error_code is Error.NONE
+    rid = ("h", "static")
+    out = d.run(ev.Heartbeat(request_id=rid, now_ms=d.now, version=4, group_id="g", generation_id=joined.generation_id,
+                             member_id=joined.member_id, group_instance_id="i"))
+    answer = next(x.response for x in out if isinstance(x, Respond) and x.request_id == rid)
+    assert answer.error_code is Error.NONE
+    out = d.run(ev.Heartbeat(request_id=rid, now_ms=d.now, version=4, group_id="g", generation_id=joined.generation_id,
+                             member_id="someone-else", group_instance_id="i"))
+    assert next(x.response for x in out if isinstance(x, Respond)).error_code is Error.FENCED_INSTANCE_ID
