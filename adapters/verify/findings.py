@@ -86,15 +86,24 @@ def main_mismatch(found: Iterable[tuple[str, Any, Any]]) -> tuple[str, Any, Any]
     return min(errors or found, key=lambda m: (m[0].count("[]"), m[0]))
 
 
-def closest_mismatch(allowed: Iterable[Any], broker: Any) -> tuple[str, Any, Any] | None:
-    """The mismatch a divergence is named by: that of the answer the spec allows which is
-    closest to the broker's (fewest differing fields; ties by the answer's text). The execution
-    that explains the most of a recording may answer the failing request in a way further from
-    the broker than another execution's; the finding is how near the broker came, so two runs
-    reaching the same fault name it alike."""
-    best = min(((len(found := mismatches(a, broker)), json.dumps(a, sort_keys=True), found) for a in allowed),
-               default=None, key=lambda t: (t[0], t[1]))
-    return None if best is None or not best[0] else main_mismatch(best[2])
+def closest_mismatch(allowed: Iterable[Any], broker: Any, best: Any = None) -> tuple[str, Any, Any] | None:
+    """The mismatch a divergence is named by. ``best``: the spec's answer in the execution that
+    explains the most of the recording; it names the divergence when it has the broker's error
+    code (what differs is then in the answer's other fields). When it does not, and another
+    execution allowed an answer with the broker's error code, the nearest of those names it
+    (fewest differing fields; ties by the answer's text): two runs reaching the same fault by
+    different orders of requests then name it alike. Else ``best`` names it."""
+    def code(answer):
+        return answer.get("error_code") if isinstance(answer, dict) else None
+
+    if best is not None and code(best) == code(broker):
+        return main_mismatch(mismatches(best, broker))
+    same = [a for a in allowed if code(a) == code(broker)]
+    if not same:
+        return None if best is None else main_mismatch(mismatches(best, broker))
+    _, _, found = min(((len(found := mismatches(a, broker)), json.dumps(a, sort_keys=True), found) for a in same),
+                      key=lambda t: (t[0], t[1]))
+    return main_mismatch(found)
 
 
 def signature(api: str, version: int, field: str, spec: Any, broker: Any) -> str:

@@ -653,8 +653,9 @@ class _Search:
             return Verdict(self.gid, INCONCLUSIVE, f.undecided, len(self.unit), self.nodes, line=obs.index)
         detail = f"{obs.api} v{obs.version} (line {obs.index}): {f.why}"
         mismatch = (f.field, f.spec, f.broker)
-        if f.content:  # named by the allowed answer nearest the broker's, whichever execution gave it
-            closest = closest_mismatch((json.loads(a) for a in self.allowed.get(f.pos, ())), self.want[f.pos])
+        if f.content:  # named by an allowed answer with the broker's error code, whichever execution gave it
+            closest = closest_mismatch((json.loads(a) for a in self.allowed.get(f.pos, ())), self.want[f.pos],
+                                       f.core)
             if closest is not None and closest != mismatch:
                 mismatch = closest
                 detail += f"; the allowed answer nearest the broker's differs in {closest[0]}"

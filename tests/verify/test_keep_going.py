@@ -192,12 +192,14 @@ def test_keep_going_takes_a_refused_join_as_the_refusal_left_the_group():
         ["DeleteGroups v2 results[].error_code: NONE (0) vs NON_EMPTY_GROUP (68)"], [signature_of(f) for f in v.more]
 
 
-def test_a_divergence_is_named_by_the_allowed_answer_nearest_the_brokers():
+def test_a_divergence_is_named_by_an_allowed_answer_with_the_brokers_error_code():
     """Tansu's first generation (spec/peers.md row 2), as a 120-example probe met it: the execution
     that explained the most answered the rejoin UNKNOWN_MEMBER_ID, another the same join NONE with
-    generation 1. The finding is the nearer one, generation 1 vs 0, so every run reaching that fault
-    names it alike (the furthest answer would have named it UNKNOWN_MEMBER_ID (25) vs NONE (0))."""
-    from groupcoord.adapters.verify.findings import closest_mismatch, main_mismatch, mismatches
+    generation 1. The broker said NONE: the finding is generation 1 vs 0, so every run reaching that
+    fault names it alike. When the best execution has the broker's error code, it names the finding
+    (a DescribeGroups state, row 18, is not renamed after another execution's answer); when no
+    execution has it, it does too (row 9: a v3 join answered MEMBER_ID_REQUIRED)."""
+    from groupcoord.adapters.verify.findings import closest_mismatch
 
     member = {"member_id": "c1", "group_instance_id": None, "metadata": "0001"}
     broker = {"error_code": 0, "generation_id": 0, "leader": "c1", "member_id": "c1", "members": [member],
@@ -206,8 +208,14 @@ def test_a_divergence_is_named_by_the_allowed_answer_nearest_the_brokers():
                "protocol_type": None}
     first = {**broker, "generation_id": 1}
     with_two = {**first, "members": [member, {**member, "member_id": "c2"}]}
-    assert main_mismatch(mismatches(refused, broker)) == ("error_code", 25, 0)
-    assert closest_mismatch([refused, with_two, first], broker) == ("generation_id", 1, 0)
-    assert closest_mismatch([refused, with_two], broker) == ("generation_id", 1, 0)
-    assert closest_mismatch([refused], broker) == ("error_code", 25, 0)
-    assert closest_mismatch([refused, broker], broker) is None and closest_mismatch([], broker) is None
+    assert closest_mismatch([refused, with_two, first], broker, refused) == ("generation_id", 1, 0)
+    assert closest_mismatch([refused, with_two], broker, refused) == ("generation_id", 1, 0)
+    assert closest_mismatch([refused], broker, refused) == ("error_code", 25, 0)
+    required = {**refused, "error_code": 79}
+    assert closest_mismatch([first, {**refused, "error_code": 23}], required, first) == ("error_code", 0, 79)
+    described = {"groups": [{"error_code": 0, "group_state": "Unknown", "members": [member]}]}
+    completing = {"groups": [{"error_code": 0, "group_state": "CompletingRebalance", "members": [member]}]}
+    empty = {"groups": [{"error_code": 0, "group_state": "Empty", "members": []}]}
+    assert closest_mismatch([completing, empty], described, completing) == ("groups[].group_state",
+                                                                             "CompletingRebalance", "Unknown")
+    assert closest_mismatch([], broker) is None
