@@ -76,9 +76,13 @@ def test_the_type_registry_is_every_event_command_and_timer_key():
     from groupcoord.core import events as ev
     from groupcoord.core import trace
     from groupcoord.core.classic.model import Parked
+    from groupcoord.core.consumer import model as consumer_model
+    from groupcoord.core.consumer import records as consumer_records
 
-    expected = {name: value for module in (ev, cmd) for name, value in vars(module).items()
+    expected = {name: value for module in (ev, cmd, consumer_model, consumer_records)
+                for name, value in vars(module).items()
                 if isinstance(value, type) and attrs.has(value) and value.__module__ == module.__name__}
+    assert {"ConsumerMember", "ConsumerAssignmentRecord", "ClassicMeta"} <= set(expected)
     expected.update({"Parked": Parked, **{k.__name__: k for k in cmd.TIMER_KEYS}})
     assert trace.TYPES == expected
     assert trace._registry() == trace.TYPES  # built from the modules alone (it runs once, at import)
@@ -116,8 +120,13 @@ def test_error_fields_decode_to_errors_by_name():
     response = trace.decode({"type": "HeartbeatResponse", "data": {"error_code": "REBALANCE_IN_PROGRESS"}})
     assert response.error_code is Error.REBALANCE_IN_PROGRESS
     assert trace.encode(cmd.HeartbeatResponse(Error.NONE)) == {"type": "HeartbeatResponse", "data": {"error_code": "NONE"}}
-    with pytest.raises(trace.TraceError, match=r"^cannot encode set: \{1\}$"):
-        trace.encode({1})
+    # a consumer group's partitions and assignments: sets and maps, sorted, and back
+    assert trace.encode({2, 1}) == {"set": [1, 2]} and trace.decode({"set": [2, 1]}) == frozenset({1, 2})
+    assert trace.decode(trace.encode({"t": frozenset({0})})) == {"t": frozenset({0})}
+    with pytest.raises(trace.TraceError, match="a map's entries must be"):
+        trace.decode({"map": [[1]]})
+    with pytest.raises(trace.TraceError, match=r"^cannot encode complex: "):
+        trace.encode(1j)
     with pytest.raises(trace.TraceError, match=r"^cannot encode object: "):
         trace.encode(object())
 
