@@ -231,6 +231,9 @@ PEERS: dict[str, str] = {
     "JoinGroup v2 error_code: NONE (0) vs INCONSISTENT_GROUP_PROTOCOL (23)": "spec/peers.md, Tansu 0.6.0 row 17",
     'DescribeGroups v5 groups[].group_state: "CompletingRebalance" vs "Unknown"': "spec/peers.md, Tansu 0.6.0 row 18",
     "Heartbeat v4 answer: an answer vs the connection closed": "spec/peers.md, Tansu 0.6.0 row 19",
+    "DeleteGroups v2 results[].error_code: NON_EMPTY_GROUP (68) vs NONE (0)": "spec/peers.md, Tansu 0.6.0 row 20",
+    'DescribeGroups v5 groups[].group_state: "Dead" vs "Unknown"': "spec/peers.md, Tansu 0.6.0 row 21",
+    "SyncGroup v2 answer: an answer vs the connection closed": "spec/peers.md, Tansu 0.6.0 row 22",
     **{f"OffsetFetch v{v} topics[].partitions[].committed_leader_epoch: -1 vs 0": "spec/peers.md, librdkafka's "
        "mock row 4" for v in (5, 6)},
     'OffsetFetch v4 topics[].partitions[].metadata: "" vs null': "spec/peers.md, librdkafka's mock row 4",
