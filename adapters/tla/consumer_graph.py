@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import attrs
 
-from groupcoord.adapters.tla.graph import _chunks, read_dot
+from groupcoord.adapters.tla.graph import label_chunks, read_dot
 from groupcoord.adapters.tla.run import run_tlc, workers_for_machine
 from groupcoord.adapters.tla.values import parse
 from groupcoord.core import events as ev
@@ -288,7 +288,7 @@ def check_graph(dot: Path, uni: Universe, patch: Callable[[], Any] | None = None
     def state(fp: str) -> dict:
         st = states.get(fp)
         if st is None:
-            st = states[fp] = state_of(_chunks(g.labels[fp]))
+            st = states[fp] = state_of(label_chunks(g.labels[fp]))
         return st
 
     seen: set = set()
@@ -297,7 +297,7 @@ def check_graph(dot: Path, uni: Universe, patch: Callable[[], Any] | None = None
     with ctx:
         for fp in g.labels:
             s = state(fp)
-            key = tuple(sorted((k, v) for k, v in _chunks(g.labels[fp]).items() if k not in ("out", "event")))
+            key = tuple(sorted((k, v) for k, v in label_chunks(g.labels[fp]).items() if k not in ("out", "event")))
             if key in seen:
                 continue
             seen.add(key)

@@ -83,7 +83,7 @@ def read_dot(path) -> Graph:
     return g
 
 
-def _chunks(label: str) -> dict[str, str]:
+def label_chunks(label: str) -> dict[str, str]:
     out = {}
     for part in _unescape(label).split("\n/\\ "):
         part = part.strip()
@@ -106,7 +106,7 @@ class _States:
     def chunk(self, fp: str) -> dict[str, str]:
         c = self.chunks.get(fp)
         if c is None:
-            c = self.chunks[fp] = _chunks(self.graph.labels[fp])
+            c = self.chunks[fp] = label_chunks(self.graph.labels[fp])
         return c
 
     def key(self, fp: str) -> tuple:
