@@ -12,11 +12,11 @@ import asyncio
 import io
 import json
 import struct
-import time
 import uuid
 
 import attrs
 import pytest
+from kip848_clients import owned, poll_until
 from server_harness import InProcessServer, ServerProcess, Tansu, tansu_binary
 
 from groupcoord.adapters.client.kafka_client import KafkaClient
@@ -479,22 +479,6 @@ def test_a_storage_that_raises_fails_the_write_and_answers_the_client(through_fu
 
 # --- serve on SQLite, two librdkafka consumers, a restart ------------------------------------------
 
-PHASE_S = 60
-
-
-def _owned(consumer) -> list[int]:
-    return sorted(tp.partition for tp in consumer.assignment() if tp.topic == "t6")
-
-
-def _poll_until(consumers, condition, what):
-    deadline = time.monotonic() + PHASE_S
-    while True:
-        for c in consumers:
-            c.poll(0.05)
-        if condition():
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {PHASE_S}s waiting for {what}: {[_owned(c) for c in consumers]}")
 
 
 def _describe(server):
@@ -539,10 +523,10 @@ def test_serve_on_sqlite_keeps_a_consumer_group_across_a_restart(tmp_path):
     server = ServerProcess("--data-dir", data_dir, topics=("t6=6",), settings=settings)
     try:
         a, b = consumer(server, "a"), consumer(server, "b")
-        _poll_until(consumers, lambda: (_owned(a) and _owned(b) and sorted(_owned(a) + _owned(b)) == list(range(6))),
+        poll_until(consumers, lambda: (owned(a) and owned(b) and sorted(owned(a) + owned(b)) == list(range(6))),
                     "both consumers to share t6's six partitions")
-        _poll_until(consumers, lambda: _describe(server)["group_state"] == "Stable", "the group to be stable")
-        mine = _owned(a)
+        poll_until(consumers, lambda: _describe(server)["group_state"] == "Stable", "the group to be stable")
+        mine = owned(a)
         a.commit(offsets=[confluent_kafka.TopicPartition("t6", mine[0], 42)], asynchronous=False)
         for c in consumers:
             c.close()  # static members leave for now (member epoch -2): Kafka keeps them and their partitions
@@ -564,7 +548,7 @@ def test_serve_on_sqlite_keeps_a_consumer_group_across_a_restart(tmp_path):
         a = consumer(server, "a")
         (read,) = a.committed([confluent_kafka.TopicPartition("t6", mine[0])], timeout=20)
         assert read.offset == 42 and read.error is None
-        _poll_until(consumers, lambda: _owned(a) == mine, "a to own its partitions again")
+        poll_until(consumers, lambda: owned(a) == mine, "a to own its partitions again")
         after = _describe(server)
         assert after["group_epoch"] == before["group_epoch"], (before, after)  # a replaced itself: no new epoch
         assert sorted(m["instance_id"] for m in after["members"]) == ["a", "b"]

@@ -8,9 +8,8 @@ holds), the group diverges, the finding named; the same session on the true serv
 
 from __future__ import annotations
 
-import time
-
 import pytest
+from kip848_clients import owned, poll_until
 from observe_harness import RecorderProcess
 from server_harness import InProcessServer
 
@@ -23,24 +22,8 @@ from groupcoord.core.config import CoordinatorConfig
 from groupcoord.core.consumer import reconcile
 
 SETTINGS = {"group.consumer.heartbeat.interval.ms": 500, "group.consumer.session.timeout.ms": 10000}
-PHASE_S = 60
 OWNED = ('ConsumerGroupHeartbeat v1 assignment: "partitions their owners released" vs "a partition another member '
          'still owns"')
-
-
-def _owned(consumer) -> list[int]:
-    return sorted(tp.partition for tp in consumer.assignment() if tp.topic == "t6")
-
-
-def _poll_until(consumers, condition, what) -> None:
-    deadline = time.monotonic() + PHASE_S
-    while True:
-        for c in consumers:
-            c.poll(0.05)
-        if condition():
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {PHASE_S}s waiting for {what}: {[_owned(c) for c in consumers]}")
 
 
 def _session(tmp_path, group: str) -> None:
@@ -61,12 +44,12 @@ def _session(tmp_path, group: str) -> None:
             return c
 
         a = consumer("a")
-        _poll_until(consumers, lambda: _owned(a) == list(range(6)), "a to own all six")
+        poll_until(consumers, lambda: owned(a) == list(range(6)), "a to own all six")
         b = consumer("b")
-        _poll_until(consumers, lambda: _owned(b) and len(_owned(a)) + len(_owned(b)) >= 6, "b to be given some")
+        poll_until(consumers, lambda: owned(b) and len(owned(a)) + len(owned(b)) >= 6, "b to be given some")
         a.close()  # leaves (member epoch -1)
         consumers.remove(a)
-        _poll_until(consumers, lambda: _owned(b) == list(range(6)), "b to own all six")
+        poll_until(consumers, lambda: owned(b) == list(range(6)), "b to own all six")
     finally:
         for c in consumers:
             c.close()

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import struct
-import time
 import uuid
 
 import pytest
+from kip848_clients import owned, poll_until
 from server_harness import InProcessServer, ServerProcess
 
 from groupcoord.adapters.client.kafka_client import KafkaClient
@@ -445,22 +445,6 @@ def test_one_member_heartbeats_its_way_to_every_partition(server):
 
 # --- real clients -----------------------------------------------------------------------------------
 
-PHASE_S = 60
-
-
-def _owned(consumer) -> list[int]:
-    return sorted(tp.partition for tp in consumer.assignment() if tp.topic == "t6")
-
-
-def _poll_until(consumers, condition, what):
-    deadline = time.monotonic() + PHASE_S
-    while True:
-        for c in consumers:
-            c.poll(0.05)
-        if condition():
-            return
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {PHASE_S}s waiting for {what}: {[_owned(c) for c in consumers]}")
 
 
 @needs_core
@@ -480,7 +464,7 @@ def test_two_librdkafka_consumers_share_six_partitions():
             return c
 
         a, b = consumer("a"), consumer("b")
-        _poll_until(consumers, lambda: (_owned(a) and _owned(b) and sorted(_owned(a) + _owned(b)) == list(range(6))),
+        poll_until(consumers, lambda: (owned(a) and owned(b) and sorted(owned(a) + owned(b)) == list(range(6))),
                     "both consumers to share t6's six partitions")
 
         async def describe():
@@ -494,14 +478,14 @@ def test_two_librdkafka_consumers_share_six_partitions():
         assert sorted(p for m in group["members"] for t in m["assignment"]["topic_partitions"]
                       for p in t["partitions"]) == list(range(6))
 
-        partition = _owned(a)[0]
+        partition = owned(a)[0]
         a.commit(offsets=[confluent_kafka.TopicPartition("t6", partition, 42)], asynchronous=False)
         (read,) = b.committed([confluent_kafka.TopicPartition("t6", partition)], timeout=20)
         assert read.offset == 42 and read.error is None
 
         a.close()  # leaves the group (member epoch -1)
         consumers.remove(a)
-        _poll_until(consumers, lambda: _owned(b) == list(range(6)), "the remaining consumer to own all six")
+        poll_until(consumers, lambda: owned(b) == list(range(6)), "the remaining consumer to own all six")
     finally:
         for c in consumers:
             c.close()
