@@ -20,8 +20,14 @@ def read_partition(records: Iterable, partition: int) -> tuple[list[tuple[Group,
     groups: dict[str, GroupMetadataRecord | str | None] = {}
     consumer: dict = {}  # group id -> ConsumerGroup, or None once deleted
     offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
+    # a classic group's tombstone written as its id became a consumer group's (the conversion's
+    # first record): its offsets stay when the group's next record is a consumer group's
+    converted: dict[str, dict] = {}
     for record in records:
+        kept = converted.pop(record.group_id, None)
         if type(record) in consumer_records.RECORD_TYPES:
+            if kept:
+                offsets[record.group_id] = {**kept, **offsets.get(record.group_id, {})}
             consumer_records.replay(consumer, record, partition)
             if consumer.get(record.group_id) is not None:
                 groups.pop(record.group_id, None)
@@ -29,7 +35,9 @@ def read_partition(records: Iterable, partition: int) -> tuple[list[tuple[Group,
             groups[record.group_id] = record
         elif isinstance(record, GroupTombstone):
             groups[record.group_id] = None
-            offsets.pop(record.group_id, None)
+            gone = offsets.pop(record.group_id, None)
+            if gone:
+                converted[record.group_id] = gone
         elif isinstance(record, OffsetCommitRecord):
             offsets.setdefault(record.group_id, {})[(record.topic, record.partition)] = OffsetEntry(
                 record.offset, record.leader_epoch, record.metadata, record.commit_timestamp_ms,

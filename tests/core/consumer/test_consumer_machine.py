@@ -525,3 +525,24 @@ def test_a_leave_names_why_the_group_is_not_there():
     classic = d.hb("m", -1)
     assert (classic.error_code, classic.error_message) == (Error.GROUP_ID_NOT_FOUND,
                                                            "Group g is not a consumer group.")
+
+
+def test_an_empty_classic_group_made_a_consumer_group_keeps_its_offsets_after_a_reload():
+    """The conversion writes the classic group's tombstone, then the consumer group's records:
+    its committed offsets are the consumer group's (Kafka keeps them), also once read back. A
+    tombstone that is not a conversion (a deletion) still takes them along."""
+    d = Driver(group_initial_rebalance_delay_ms=0)
+    assert _commit(d, "", -1) is Error.NONE
+    d.hb("a", 0)
+    records = tuple(r for w in d.writes for r in w.records)
+    fresh = Coordinator(CoordinatorConfig(offsets_topic_num_partitions=1))
+    fresh.handle(ev.TopicsChanged(now_ms=0, topics=(("t", T, 6), ("u", U, 3))))
+    fresh.handle(ev.LoadPartition(now_ms=0, partition=0, records=records))
+    assert fresh.offsets("g") == d.c.offsets("g") and fresh.offsets("g")[("t", 0)].offset == 3
+    from groupcoord.core.commands import GroupTombstone, OffsetCommitRecord
+
+    deleted = (OffsetCommitRecord("h", "t", 0, 5, -1, "", 0, None), GroupTombstone("h"),
+               OffsetCommitRecord("h2", "t", 0, 6, -1, "", 0, None))
+    other = Coordinator(CoordinatorConfig(offsets_topic_num_partitions=1))
+    other.handle(ev.LoadPartition(now_ms=0, partition=0, records=deleted))
+    assert other.offsets("h") == {} and other.offsets("h2")[("t", 0)].offset == 6
