@@ -24,7 +24,7 @@ def read_partition(records: Iterable, partition: int) -> tuple[list[tuple[Group,
     # first record): its offsets stay when the group's next record is a consumer group's
     converted: dict[str, dict] = {}
     for record in records:
-        kept = converted.pop(record.group_id, None)
+        kept = converted.pop(getattr(record, "group_id", None), None)
         if type(record) in consumer_records.RECORD_TYPES:
             if kept:
                 offsets[record.group_id] = {**kept, **offsets.get(record.group_id, {})}
