@@ -22,7 +22,7 @@ def read_partition(records: Iterable, partition: int) -> tuple[list[tuple[Group,
     offsets: dict[str, dict[tuple[str, int], OffsetEntry]] = {}
     # a classic group's tombstone written as its id became a consumer group's (the conversion's
     # first record): its offsets stay when the group's next record is a consumer group's
-    converted: dict[str, dict] = {}
+    converted: dict[str | None, dict] = {}
     for record in records:
         kept = converted.pop(getattr(record, "group_id", None), None)
         if type(record) in consumer_records.RECORD_TYPES:
