@@ -179,7 +179,7 @@ class Coordinator:
             writes=dict(self._log.pending), committed_offsets=committed, deferred=tuple(self._log.held()),
             next_write_id=self._log.next_write_id,
             pending_deletes={k: (frozenset(w), dict(r)) for k, (w, r) in self._pending_deletes.items()},
-            topics=dict(self._kip848.image))
+            topics=self._kip848.image)  # never changed in place: a new one per TopicsChanged
 
     @classmethod
     def restore(cls, state: CoordinatorState, config: CoordinatorConfig | None = None) -> "Coordinator":
@@ -189,7 +189,7 @@ class Coordinator:
         c._offsets = OffsetStore.restore(state.offsets, state.committed_offsets)
         c._log = WriteLog.restore(state.writes, state.deferred, state.next_write_id)
         c._pending_deletes = {k: (set(w), dict(r)) for k, (w, r) in state.pending_deletes.items()}
-        c._kip848.image = dict(state.topics)
+        c._kip848.image = state.topics  # the same object: groups keep what they refreshed against
         return c
 
     # ------------------------------------------------------------ operations and the group machine
