@@ -18,20 +18,24 @@ topic:
   its record type; flexible values): ``consumer_format``. A consumer record whose value is
   None is its key's tombstone.
 
-And the container: a Kafka record batch, magic v2 (``DefaultRecordBatch``), uncompressed,
-no producer id, CRC-32C checked on read. One write of the core is one batch, so a write is
+And the container: a Kafka record batch, magic v2 (``DefaultRecordBatch``, read and written by
+``batches``), uncompressed, no producer id, CRC-32C checked on read. One write of the core is one batch, so a write is
 appended whole or not at all.
 """
 
 from __future__ import annotations
 
 import struct
-import time
-from typing import Iterator
-
-import crc32c
 
 from groupcoord.adapters.storage import consumer_format
+from groupcoord.adapters.storage.batches import (  # noqa: F401 - the container, re-exported for the records' users
+    Batch,
+    FormatError,
+    decode_batches,
+    encode_batch,
+    iter_records,
+    put_unsigned_varint,
+)
 from groupcoord.core.commands import (
     GroupMetadataRecord,
     GroupTombstone,
@@ -40,17 +44,10 @@ from groupcoord.core.commands import (
     OffsetTombstone,
 )
 
-
-class FormatError(ValueError):
-    """Bytes that are not a record (batch) of this format."""
-
-
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _OFFSET_V3 = struct.Struct(">qi")  # offset, leader epoch (metadata string follows)
-_BATCH_HEAD = struct.Struct(">qiibI")  # base offset, batch length, leader epoch, magic, crc
-_BATCH_REST = struct.Struct(">hiqqqhii")  # attributes .. record count
 
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
@@ -286,115 +283,3 @@ def _group_value(group: str, value: bytes) -> GroupMetadataRecord:
                                     r.bytes(), r.bytes()))
     r.done()
     return GroupMetadataRecord(group, protocol_type, generation, protocol, leader, state_ts, tuple(members))
-
-
-# --- record batches (magic v2) -----------------------------------------------------------------
-
-def _varint(out: bytearray, n: int) -> None:
-    put_unsigned_varint(out, (n << 1) ^ (n >> 63))  # zigzag
-
-
-def put_unsigned_varint(out: bytearray, n: int) -> None:
-    """``n`` >= 0 in 7-bit groups, lowest first (also the protocol's compact lengths)."""
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
-def encode_batch(records: list[tuple[bytes, bytes | None]], timestamp_ms: int | None = None) -> bytes:
-    """One uncompressed record batch (v2) holding ``(key, value)`` pairs, base offset 0."""
-    if not records:
-        raise ValueError("an empty batch")
-    ts = int(time.time() * 1000) if timestamp_ms is None else timestamp_ms
-    body = bytearray()
-    for delta, (key, value) in enumerate(records):
-        rec = bytearray(b"\x00")  # attributes
-        _varint(rec, 0)  # timestamp delta
-        _varint(rec, delta)  # offset delta
-        _varint(rec, len(key))
-        rec += key
-        if value is None:
-            _varint(rec, -1)
-        else:
-            _varint(rec, len(value))
-            rec += value
-        _varint(rec, 0)  # headers
-        _varint(body, len(rec))
-        body += rec
-    rest = _BATCH_REST.pack(0, len(records) - 1, ts, ts, -1, -1, -1, len(records)) + bytes(body)
-    crc = crc32c.crc32c(rest)
-    # batch length counts everything after itself: epoch(4) + magic(1) + crc(4) + rest
-    return _BATCH_HEAD.pack(0, len(rest) + 9, -1, 2, crc) + rest
-
-
-def _read_varint(buf, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise FormatError("varint too long")
-
-
-class Batch:
-    __slots__ = ("base_offset", "last_offset", "control", "records")
-
-    def __init__(self, base_offset: int, last_offset: int, control: bool, records: list) -> None:
-        self.base_offset = base_offset
-        self.last_offset = last_offset
-        self.control = control
-        self.records = records  # (offset, key, value)
-
-
-def decode_batches(data: bytes) -> tuple[list[Batch], int]:
-    """The complete batches at the start of ``data`` (a Fetch answer may end with a partial
-    one) and how many bytes they took. Raises FormatError on a bad CRC or layout."""
-    view = memoryview(data)
-    pos = 0
-    out: list[Batch] = []
-    n = len(data)
-    while pos + 12 <= n:
-        base_offset, length = struct.unpack_from(">qi", data, pos)
-        end = pos + 12 + length
-        if length < 49 or end > n:
-            break  # partial batch at the end
-        _base, _len, _epoch, magic, crc = _BATCH_HEAD.unpack_from(data, pos)
-        if magic != 2:
-            raise FormatError(f"record batch magic {magic} at offset {base_offset} (only v2 is read)")
-        if crc32c.crc32c(view[pos + 21:end]) != crc:
-            raise FormatError(f"record batch at offset {base_offset}: CRC mismatch")
-        attributes, last_delta, _ts, _max_ts, _pid, _pepoch, _seq, count = _BATCH_REST.unpack_from(data, pos + 21)
-        if attributes & 0x07:
-            raise FormatError(f"record batch at offset {base_offset} is compressed (codec {attributes & 7})")
-        control = bool(attributes & 0x20)
-        records = []
-        p = pos + 21 + _BATCH_REST.size
-        for _ in range(count):
-            length_r, p = _read_varint(data, p)
-            rec_end = p + length_r
-            p += 1  # attributes
-            _tsd, p = _read_varint(data, p)
-            offset_delta, p = _read_varint(data, p)
-            klen, p = _read_varint(data, p)
-            key = None if klen < 0 else bytes(view[p:p + klen])
-            p += max(klen, 0)
-            vlen, p = _read_varint(data, p)
-            value = None if vlen < 0 else bytes(view[p:p + vlen])
-            p = rec_end  # headers are skipped
-            records.append((base_offset + offset_delta, key, value))
-        if p != end:
-            raise FormatError(f"record batch at offset {base_offset}: records do not fill the batch")
-        out.append(Batch(base_offset, base_offset + last_delta, control, records))
-        pos = end
-    return out, pos
-
-
-def iter_records(batches: list[Batch]) -> Iterator[tuple[int, bytes | None, bytes | None]]:
-    for batch in batches:
-        if not batch.control:
-            yield from batch.records

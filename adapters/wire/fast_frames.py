@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 
-from groupcoord.adapters.storage.records import put_unsigned_varint
+from groupcoord.adapters.storage.batches import put_unsigned_varint
 from groupcoord.core.events import CommitPartition
 
 HEARTBEAT_KEY = 12
