@@ -185,7 +185,7 @@ def test_adapters_is_wings_only_and_each_wing_says_what_it_holds():
     top = sorted(p.name for p in (ROOT / "adapters").glob("*.py"))
     assert top == ["__init__.py"]
     assert {"protocol", "client", "storage", "runtime", "checks", "traces", "replay", "sim", "wire", "observe",
-            "scenarios", "conformance", "tla", "bench", "cli", "verify", "testing"} == set(WINGS)
+            "scenarios", "conformance", "tla", "bench", "cli", "verify", "testing", "data"} == set(WINGS)
     for wing in WINGS:
         doc = ast.get_docstring(ast.parse((ROOT / "adapters" / wing / "__init__.py").read_text()))
         assert doc and "May import" in doc and len(doc) > 100, wing
