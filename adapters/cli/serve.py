@@ -144,6 +144,10 @@ _DOCUMENTED = {
     "offsets.retention.check.interval.ms": "how often expired offsets and groups are removed (default 600000)",
     "offset.metadata.max.bytes": "largest metadata string of a committed offset (default 4096)",
     "offsets.commit.timeout.ms": "Kafka's write timeout for group operations (default 5000)",
+    "log.retention.ms": "how long a topic's records are kept, unless its retention.ms says (default 604800000; "
+                        "-1: forever)",
+    "log.retention.check.interval.ms": "how often retention runs (default 300000)",
+    "message.max.bytes": "largest record batch a producer may send (default 1048588)",
 }
 
 
@@ -256,6 +260,7 @@ def build_server(args: argparse.Namespace, log: Any) -> "Any":
     for key in ignored:
         log("warning", "unknown_setting", setting=key, source=args.config, detail="ignored")
     ownership = None
+    data_backend = None  # the partition log in memory, unless beside SQLite group records
     if args.storage == "broker":
         from groupcoord.adapters.storage.broker import BrokerStorage
         from groupcoord.adapters.wire.ownership import Ownership
@@ -266,16 +271,20 @@ def build_server(args: argparse.Namespace, log: Any) -> "Any":
                               group=args.coordinator_group, session_ms=args.coordinator_session_ms, log=log)
         storage.lease = ownership.lease
     elif args.storage == "sqlite":
+        from groupcoord.adapters.data.sqlite import SqliteLogBackend
         from groupcoord.adapters.storage.sqlite import SqliteStorage
 
         storage = SqliteStorage(args.data_dir, max_bytes=args.sqlite_max_bytes)
+        # the partition log beside the group records (the directory is the group store's, locked)
+        data_backend = SqliteLogBackend(args.data_dir)
     else:
         storage = MemoryStorage()
     options = ServerOptions(host=host, port=port, trace=args.trace, kafka_log=args.kafka_log,
                             max_request_bytes=broker.max_request_bytes,
                             advertise_bound_port="advertised.port" not in settings,
                             node_id_from_port=ownership is not None and "node.id" not in settings)
-    return GroupServer(config, catalog, options=options, storage=storage, log=log, ownership=ownership)
+    return GroupServer(config, catalog, options=options, storage=storage, log=log, ownership=ownership,
+                       data_backend=data_backend, data_settings=broker.data)
 
 
 def run_serve(args: argparse.Namespace) -> int:

@@ -27,7 +27,7 @@ from groupcoord.core.config import ConfigError
 # As Kafka's own config/server.properties for development and testing: a new group's first
 # rebalance is not delayed by 3 s.
 TEST_DEFAULTS = {"group.initial.rebalance.delay.ms": 0}
-_PARTS = ("config", "catalog", "storage", "clock", "log", "ownership")
+_PARTS = ("config", "catalog", "storage", "clock", "log", "ownership", "data_backend", "data_settings")
 
 
 def kafka_settings(keywords: Mapping[str, Any]) -> dict[str, Any]:
@@ -128,7 +128,8 @@ def start_server(topics: Mapping[str, int] | None = None, *, manual_clock: bool 
     ``ManualClock`` (time moves only by ``advance``) if ``manual_clock``."""
     broker = read_settings({**TEST_DEFAULTS, **kafka_settings(settings)}, topics)
     return InProcessServer(config=broker.config, catalog=broker.catalog, max_request_bytes=broker.max_request_bytes,
-                           clock=ManualClock(0, fire_due_at_once=True) if manual_clock else None)
+                           clock=ManualClock(0, fire_due_at_once=True) if manual_clock else None,
+                           data_settings=broker.data)
 
 
 class ExistingServer:

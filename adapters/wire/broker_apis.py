@@ -1,9 +1,9 @@
-"""The broker APIs around the group coordinator: ApiVersions, Metadata, ListOffsets, Fetch,
-Produce, and KafkaApis' topic checks before OffsetCommit/OffsetDelete reach the coordinator.
+"""The broker APIs around the group coordinator: ApiVersions, Metadata, the topic catalog, and
+KafkaApis' topic checks before OffsetCommit/OffsetDelete reach the coordinator.
 
 Everything here is a pure function from a request's fields (dicts with Kafka's snake_case
-names, see ``kafka_codec.to_fields``) to the response's fields. There is no data plane: every
-configured topic is an empty log, Fetch returns no records and Produce is refused.
+names, see ``kafka_codec.to_fields``) to the response's fields. The data plane (Produce, Fetch,
+ListOffsets, topics, DeleteRecords, InitProducerId) is ``data_plane``'s, on the partition log.
 """
 
 from __future__ import annotations
@@ -46,10 +46,17 @@ CLUSTER_OPERATIONS = _bits("CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTE
 
 API_VERSIONS_KEY = API_KEYS["ApiVersions"]
 API_VERSIONS_RANGE = (0, 4)
-# The data-plane stand-ins (validated with all three clients, see real-clients.md §5). Produce
-# is advertised only because librdkafka sends no Fetch unless Produce v3+ is advertised.
-DATA_PLANE_RANGES = {API_KEYS["Produce"]: (3, 9), API_KEYS["Fetch"]: (4, 17), API_KEYS["ListOffsets"]: (1, 9),
-                     API_KEYS["Metadata"]: (0, 12)}
+# The data plane (wire/data_plane.py, spec/data-plane.md): the versions kio reads, covering what
+# kafka-python 3.x, aiokafka 0.14 and confluent-kafka 2.16 send (each takes the highest both
+# sides have); Produce from v3, the first with record batches v2. The transactional APIs are
+# answered UNSUPPORTED_VERSION (no transactions).
+DATA_PLANE_RANGES = {
+    API_KEYS["Produce"]: (3, 11), API_KEYS["Fetch"]: (4, 17), API_KEYS["ListOffsets"]: (1, 9),
+    API_KEYS["Metadata"]: (0, 12), API_KEYS["InitProducerId"]: (0, 5), API_KEYS["CreateTopics"]: (2, 7),
+    API_KEYS["DeleteTopics"]: (1, 6), API_KEYS["DeleteRecords"]: (0, 2),
+    API_KEYS["AddPartitionsToTxn"]: (0, 3), API_KEYS["AddOffsetsToTxn"]: (0, 3), API_KEYS["EndTxn"]: (0, 3),
+    API_KEYS["TxnOffsetCommit"]: (0, 3),
+}
 
 
 def served_versions() -> dict[int, tuple[int, int]]:
@@ -234,76 +241,6 @@ def metadata(version: int, request: dict, catalog: TopicCatalog, node: Node,
                                           else INT32_MIN),
         "error_code": 0,
     }
-
-
-# --- ListOffsets, Fetch, Produce: an empty log per partition ------------------------------------
-
-LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
-
-
-def list_offsets(version: int, request: dict, catalog: TopicCatalog) -> dict:
-    topics = []
-    for topic in request.get("topics") or ():
-        name = topic["name"]
-        parts = []
-        for p in topic.get("partitions") or ():
-            index = p["partition_index"]
-            if not catalog.has_partition(name, index):
-                parts.append({"partition_index": index, "error_code": int(Error.UNKNOWN_TOPIC_OR_PARTITION),
-                              "timestamp": -1, "offset": -1, "leader_epoch": -1})
-                continue
-            ts = p.get("timestamp", LATEST)
-            # An empty log: its start and end are 0; no record has a timestamp.
-            offset = 0 if ts in (LATEST, EARLIEST) or ts < MAX_TIMESTAMP else -1
-            parts.append({"partition_index": index, "error_code": 0, "timestamp": -1, "offset": offset,
-                          "leader_epoch": 0, "old_style_offsets": [offset]})
-        topics.append({"name": name, "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
-
-
-def fetch(version: int, request: dict, catalog: TopicCatalog) -> dict:
-    responses = []
-    for topic in request.get("topics") or ():
-        if version >= 13:
-            name = catalog.name_of(topic.get("topic_id"))
-            unknown_topic = UNKNOWN_TOPIC_ID
-        else:
-            name = topic.get("topic")
-            unknown_topic = int(Error.UNKNOWN_TOPIC_OR_PARTITION)
-        parts = []
-        for p in topic.get("partitions") or ():
-            index = p["partition"]
-            if name is None or catalog.partitions(name) is None:
-                error = unknown_topic
-            elif not catalog.has_partition(name, index):
-                error = int(Error.UNKNOWN_TOPIC_OR_PARTITION)
-            else:
-                error = 0
-            # No records; the log ends where the consumer is, so it sees no lag and no reset.
-            end = max(p.get("fetch_offset", 0), 0) if error == 0 else -1
-            parts.append({"partition_index": index, "error_code": error, "high_watermark": end,
-                          "last_stable_offset": end, "log_start_offset": 0 if error == 0 else -1,
-                          "aborted_transactions": [], "preferred_read_replica": -1, "records": b""})
-        responses.append({"topic": name or "", "topic_id": topic.get("topic_id"), "partitions": parts})
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
-
-
-def produce(version: int, request: dict, catalog: TopicCatalog) -> dict | None:
-    """None when acks=0 (Kafka sends no response then)."""
-    if request.get("acks") == 0:
-        return None
-    responses = []
-    for topic in request.get("topic_data") or ():
-        name = topic["name"]
-        parts = []
-        for p in topic.get("partition_data") or ():
-            known = catalog.has_partition(name, p["index"])
-            parts.append({"index": p["index"],
-                          "error_code": int(Error.INVALID_REQUEST if known else Error.UNKNOWN_TOPIC_OR_PARTITION),
-                          "base_offset": -1, "log_start_offset": -1, "record_errors": [],
-                          "error_message": "groupcoord serves no data: Produce is refused" if known else None})
-        responses.append({"name": name, "partition_responses": parts})
-    return {"responses": responses, "throttle_time_ms": 0}
 
 
 # --- KafkaApis' topic checks before the coordinator ----------------------------------------------

@@ -35,9 +35,11 @@ class Controls:
     partitions: Partitions
     listener: Listener
     changes: Changes
+    after_advance: list = attrs.field(factory=list)  # called after each advance (the data plane's waits)
 
     def advance(self, ms: int) -> None:
-        """Manual clock only: move time by ``ms`` and fire every due timer in Kafka's order."""
+        """Manual clock only: move time by ``ms`` and fire every due timer in Kafka's order;
+        then the data plane's held Fetches now due are answered and retention runs."""
         clock = self.core.clock
         if not clock.manual:
             raise RuntimeError("advance needs a ManualClock")
@@ -45,6 +47,8 @@ class Controls:
             raise ValueError("time cannot go backwards")
         clock.set(clock.now_ms() + ms)
         self.core.fire_due()
+        for hook in self.after_advance:
+            hook()
 
     # A storage that can hold writes back and fail them (MemoryStorage).
     def hold_writes(self) -> None:

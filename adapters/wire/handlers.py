@@ -1,5 +1,6 @@
 """Each request frame: decoded by kio, checked against the versions this server serves, then
-answered at once by the broker APIs (``broker_apis``) or made into a core event.
+answered at once by the broker APIs (``broker_apis``), by the data plane on the partition log
+(``data_plane``), or made into a core event.
 
 Group and offset APIs become core events (``protocol.translate.request_event``; request
 ids are ``(connection id, correlation id)``) parked in the replies until the core answers;
@@ -15,15 +16,16 @@ request the failed instance held with NOT_COORDINATOR and replaces it (``core_lo
 
 from __future__ import annotations
 
-import asyncio
 import traceback
 from typing import TYPE_CHECKING, Any
 
+from groupcoord.adapters.data.log import DataLog
 from groupcoord.adapters.protocol import codec as kc
 from groupcoord.adapters.protocol.schema import SchemaError
 from groupcoord.adapters.protocol.translate import request_event
 from groupcoord.adapters.wire import broker_apis as apis
 from groupcoord.adapters.wire.core_loop import CoreLoop, core_handles
+from groupcoord.adapters.wire.data_plane import DataPlane
 from groupcoord.adapters.wire.fast_frames import HEARTBEAT_KEY, OFFSET_COMMIT_KEY, HeartbeatReader, read_offset_commit
 from groupcoord.adapters.wire.options import ServerOptions
 from groupcoord.adapters.wire.replies import Replies, consumer_protocol_error
@@ -49,7 +51,7 @@ _NEW_MEMBER_UUID_APIS = frozenset({"JoinGroup", "ConsumerGroupHeartbeat"})
 
 class RequestHandler:
     def __init__(self, core: CoreLoop, replies: Replies, catalog: apis.TopicCatalog, options: ServerOptions,
-                 log: Any, ownership: Any = None) -> None:
+                 log: Any, ownership: Any = None, data_log: DataLog | None = None, default_partitions: int = 1) -> None:
         self.core = core
         self.replies = replies
         self.catalog = catalog
@@ -61,11 +63,13 @@ class RequestHandler:
         self._heartbeat_versions = self.served[HEARTBEAT_KEY]
         self._heartbeat_reader = HeartbeatReader(self._heartbeat_versions[1])
         self._commit_versions = self.served[OFFSET_COMMIT_KEY]
-        self.closing = False  # set by the server's shutdown: a Fetch is answered at once
+        self.closing = False  # set by the server's shutdown
+        # the data plane: Produce, Fetch, ListOffsets, topics, DeleteRecords, InitProducerId
+        self.data = DataPlane(data_log if data_log is not None else DataLog(self.clock.now_ms), catalog, self.clock,
+                              options, self._send_fields, core.topics_changed, default_partitions)
         self._handlers = {
             apis.API_VERSIONS_KEY: self._api_versions, kc.API_KEYS["Metadata"]: self._metadata,
-            kc.API_KEYS["ListOffsets"]: self._list_offsets, kc.API_KEYS["Fetch"]: self._fetch,
-            kc.API_KEYS["Produce"]: self._produce,
+            **self.data.handlers(),
             **{key: self._core_request for key in _CORE_APIS},
         }
 
@@ -176,33 +180,13 @@ class RequestHandler:
 
     def _metadata(self, conn: Connection, request: kc.DecodedRequest) -> None:
         fields = apis.metadata(request.version, kc.to_fields(request.body), self.catalog, self.node())
-        self.core.topics_changed()  # a topic it auto-created joins the core's topics image
+        self.data.sync_topics()  # a topic it auto-created joins the log (kept across restarts)
+        self.core.topics_changed()  # and the core's topics image
         if self.ownership is not None and fields.get("brokers"):
             # every coordinator sharing the storage is a broker of this cluster (ListGroups asks them all)
             fields["brokers"] = [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None}
                                  for n in self.ownership.peers()]
         self._send_fields(conn, request, fields)
-
-    def _list_offsets(self, conn: Connection, request: kc.DecodedRequest) -> None:
-        self._send_fields(conn, request, apis.list_offsets(request.version, kc.to_fields(request.body), self.catalog))
-
-    def _produce(self, conn: Connection, request: kc.DecodedRequest) -> None:
-        fields = apis.produce(request.version, kc.to_fields(request.body), self.catalog)
-        if fields is None:
-            conn.send(None)  # acks=0: no response
-        else:
-            self._send_fields(conn, request, fields)
-
-    def _fetch(self, conn: Connection, request: kc.DecodedRequest) -> None:
-        fields = kc.to_fields(request.body)
-        response = apis.fetch(request.version, fields, self.catalog)
-        body = kc.response_body(request.api_key, request.version, response)
-        data = kc.encode_response(request.api_key, request.version, request.correlation_id, body)
-        wait_ms = min(max(fields.get("max_wait_ms", 0), 0), self.options.fetch_wait_cap_ms)
-        if wait_ms == 0 or self.closing:
-            conn.send(data)
-        else:
-            conn.hold_fetch(asyncio.get_running_loop().call_later(wait_ms / 1000, conn.finish_fetch), data)
 
     def _core_request(self, conn: Connection, request: kc.DecodedRequest) -> None:
         api = _CORE_APIS[request.api_key]

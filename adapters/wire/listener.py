@@ -230,8 +230,8 @@ class Connection(asyncio.Protocol):
         self.abandoned = False
         self.pending_rid: tuple | None = None
         self.correlation_id: int | None = None
-        self.fetch_timer: asyncio.TimerHandle | None = None
-        self.fetch_data: bytes | None = None
+        self.fetch_timer: Any = None
+        self.fetch_data: Any = None  # a held Fetch's answer: bytes, or a function making them
         self.received: list[int] = []   # correlation ids, when the server tracks requests
         self.answered: list[int] = []
         self.frames = 0  # frames handed to the request handler
@@ -364,7 +364,9 @@ class Connection(asyncio.Protocol):
             self.listener.loop.call_soon(self._pump)
         self.listener.changes.changed()
 
-    def hold_fetch(self, timer: asyncio.TimerHandle, data: bytes) -> None:
+    def hold_fetch(self, timer: Any, data: Any) -> None:
+        """Hold the current Fetch's answer: ``data`` (its bytes, or a function making them when
+        it is answered) goes out at ``finish_fetch``; ``timer`` (with ``cancel()``) calls it."""
         self.fetch_timer, self.fetch_data = timer, data
 
     def finish_fetch(self) -> None:
@@ -374,7 +376,7 @@ class Connection(asyncio.Protocol):
         if self.fetch_timer is not None:
             self.fetch_timer.cancel()
             self.fetch_timer = None
-        self.send(data)
+        self.send(data() if callable(data) else data)
 
     def close(self) -> None:
         if not self.closed:

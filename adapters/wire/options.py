@@ -44,3 +44,17 @@ class ServerOptions:
     new_uuid: Callable[[], str] = random_uuid
     track_requests: bool = False
     bind_retry_s: float = 30.0
+
+
+@attrs.frozen
+class DataSettings:
+    """The partition log's broker settings (Kafka's names and defaults): ``retention_ms``
+    (``log.retention.ms``; -1 keeps forever), ``retention_check_interval_ms``
+    (``log.retention.check.interval.ms``: how often retention runs on a real clock; a manual
+    clock's ``advance`` runs it), ``max_message_bytes`` (``message.max.bytes``: the largest
+    record batch), ``num_partitions`` (a CreateTopics without a count)."""
+
+    retention_ms: int = 604_800_000
+    retention_check_interval_ms: int = 300_000
+    max_message_bytes: int = 1_048_588
+    num_partitions: int = 1

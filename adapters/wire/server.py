@@ -12,6 +12,8 @@ each have their own module in this package:
 * ``partitions``: the partitions served, all of them or as ``ownership`` assigns them;
 * ``controls``: the test controls (manual clock, write outcomes, unload and reload) and what
   tests wait on (``watch``: the listener and the core loop tell it of each change);
+* ``data_plane``: Produce, Fetch, ListOffsets, topics and DeleteRecords on the partition log
+  (``groupcoord.adapters.data``: in memory, or beside the group records in SQLite);
 * ``clock``, ``log``, ``options``: the clocks, the log lines, the server's own settings.
 
 ``GroupServer`` builds the units in ``start`` (they share the clock, which a real one takes
@@ -31,6 +33,7 @@ from typing import Any
 
 import attrs
 
+from groupcoord.adapters.data.log import DataLog
 from groupcoord.adapters.storage.interface import Storage
 from groupcoord.adapters.storage.memory import MemoryStorage
 from groupcoord.adapters.traces.trace_files import InstanceRecorder
@@ -42,7 +45,7 @@ from groupcoord.adapters.wire.handlers import RequestHandler
 from groupcoord.adapters.wire.kafka_lines import KafkaGroupLog
 from groupcoord.adapters.wire.listener import Listener
 from groupcoord.adapters.wire.log import Log, NullLog
-from groupcoord.adapters.wire.options import ServerOptions
+from groupcoord.adapters.wire.options import DataSettings, ServerOptions
 from groupcoord.adapters.wire.partitions import Partitions
 from groupcoord.adapters.wire.pipeline import StoragePipeline
 from groupcoord.adapters.wire.replies import Replies
@@ -61,7 +64,8 @@ class GroupServer:
 
     def __init__(self, config: CoordinatorConfig | None = None, catalog: apis.TopicCatalog | None = None, *,
                  options: ServerOptions | None = None, storage: Storage | None = None,
-                 clock: RealClock | ManualClock | None = None, log: Log | None = None, ownership: Any = None) -> None:
+                 clock: RealClock | ManualClock | None = None, log: Log | None = None, ownership: Any = None,
+                 data_backend: Any = None, data_settings: DataSettings | None = None) -> None:
         self.options = options or ServerOptions()
         self.catalog = catalog or apis.TopicCatalog()
         self.storage: Storage = storage if storage is not None else MemoryStorage()
@@ -71,6 +75,11 @@ class GroupServer:
         self.host = self.options.host
         self.port = self.options.port
         self._config = config or CoordinatorConfig()  # until start() hands it to the core loop
+        # the partition log (made by start(), on the server's clock): its durable copy, if any
+        self.data_backend = data_backend
+        self.data_settings = data_settings or DataSettings()
+        self.data_log: DataLog | None = None
+        self._retention_timer: asyncio.TimerHandle | None = None
         # The units, made by start().
         self.listener: Listener | None = None
         self.replies: Replies | None = None
@@ -116,7 +125,12 @@ class GroupServer:
             # appended to, as log4j does; line-buffered, so a killed server's lines are all there
             self.kafka_log = KafkaGroupLog(open(self.options.kafka_log, "a", encoding="utf-8", buffering=1),
                                            node_id=self._config.node_id)
+        settings = self.data_settings
+        self.data_log = DataLog(self.clock.now_ms, self.data_backend, default_retention_ms=settings.retention_ms,
+                                max_message_bytes=settings.max_message_bytes)
         self._make_units()
+        if not self.clock.manual:
+            self._check_retention_later()
         self.core.start()
         if self.ownership is None:  # else partitions are loaded as the ownership protocol assigns them
             await self.partitions.load_all()
@@ -143,13 +157,22 @@ class GroupServer:
         # before any request, and again when a topic is created
         self.core = CoreLoop(self._config, self.clock, self.log, self.pipeline, self.replies.respond, self.trace,
                              self.changes, self.kafka_log, topics=self.catalog.image)
-        self.handler = RequestHandler(self.core, self.replies, self.catalog, self.options, self.log, self.ownership)
+        self.handler = RequestHandler(self.core, self.replies, self.catalog, self.options, self.log, self.ownership,
+                                      self.data_log, self.data_settings.num_partitions)
         self.partitions = Partitions(self.core, self.storage, self.log)
         # a failed core's replacement: what it held is answered, its partitions loaded again
         self.core.answer_parked = self.replies.answer_all
         self.core.reload_partitions = self.partitions.reload
         self.controls = Controls(self.core, self.pipeline, self.replies, self.partitions, self.listener,
-                                 self.changes)
+                                 self.changes, after_advance=[self.handler.data.advanced])
+
+    def _check_retention_later(self) -> None:
+        """Retention on a real clock: every ``log.retention.check.interval.ms``, as Kafka's."""
+        def check() -> None:
+            self.data_log.expire()
+            self._check_retention_later()
+        self._retention_timer = asyncio.get_running_loop().call_later(
+            self.data_settings.retention_check_interval_ms / 1000, check)
 
     def _flush_trace_later(self) -> None:
         self._trace_flusher = asyncio.get_running_loop().call_later(_TRACE_FLUSH_S, self._flush_trace)
@@ -166,7 +189,9 @@ class GroupServer:
             return
         self._closing = True
         # From here on: no new alarms, no held Fetches, no partition loads.
-        self.core.closing = self.handler.closing = self.partitions.closing = True
+        self.core.closing = self.handler.closing = self.handler.data.closing = self.partitions.closing = True
+        if self._retention_timer is not None:
+            self._retention_timer.cancel()
         self.log("info", "shutting_down", reason=reason, connections=len(self.listener.connections))
         self.listener.stop_listening()
         if self.ownership is not None:
@@ -182,6 +207,7 @@ class GroupServer:
                 self._trace_flusher.cancel()
             self.trace.close()
         await self.storage.close()
+        await self.data_log.close()
         if self.kafka_log is not None:  # after the storage: the writes' last outcomes are told
             self.kafka_log.close()
         stats = self.listener.stats

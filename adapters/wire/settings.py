@@ -11,7 +11,7 @@ from typing import Any, Iterable, Mapping
 import attrs
 
 from groupcoord.adapters.wire.broker_apis import TopicCatalog
-from groupcoord.adapters.wire.options import DEFAULT_MAX_REQUEST_BYTES
+from groupcoord.adapters.wire.options import DEFAULT_MAX_REQUEST_BYTES, DataSettings
 from groupcoord.core.config import KAFKA_NAMES, ConfigError, CoordinatorConfig
 
 # The broker's settings beside the coordinator's, with Kafka's defaults.
@@ -19,6 +19,10 @@ BROKER_DEFAULTS = {
     "auto.create.topics.enable": True,
     "num.partitions": 1,
     "socket.request.max.bytes": DEFAULT_MAX_REQUEST_BYTES,
+    # the partition log (wire/data_plane.py)
+    "log.retention.ms": DataSettings().retention_ms,
+    "log.retention.check.interval.ms": DataSettings().retention_check_interval_ms,
+    "message.max.bytes": DataSettings().max_message_bytes,
 }
 KNOWN_NAMES = tuple(sorted(KAFKA_NAMES)) + tuple(sorted(BROKER_DEFAULTS))
 
@@ -28,6 +32,7 @@ class BrokerSettings:
     config: CoordinatorConfig
     catalog: TopicCatalog
     max_request_bytes: int
+    data: DataSettings = DataSettings()
 
 
 def _boolean(name: str, value: Any) -> bool:
@@ -50,6 +55,16 @@ def _at_least_one(name: str, value: Any) -> int:
             pass
     if number is None or number < 1:
         raise ConfigError(f"{name} must be an integer of at least 1, got {value!r}")
+    return number
+
+
+def _integer(name: str, value: Any, minimum: int) -> int:
+    try:
+        number = value if isinstance(value, int) and not isinstance(value, bool) else int(str(value).strip())
+    except ValueError:
+        number = None
+    if number is None or number < minimum:
+        raise ConfigError(f"{name} must be an integer of at least {minimum}, got {value!r}")
     return number
 
 
@@ -77,4 +92,11 @@ def read_settings(settings: Mapping[str, Any], topics: Mapping[str, int] | Itera
         raise ConfigError(str(e)) from None
     if _boolean("auto.create.topics.enable", broker["auto.create.topics.enable"]):
         catalog = attrs.evolve(catalog, auto_create_partitions=partitions)
-    return BrokerSettings(config, catalog, _at_least_one("socket.request.max.bytes", broker["socket.request.max.bytes"]))
+    retention = _integer("log.retention.ms", broker["log.retention.ms"], -1)
+    data = DataSettings(retention_ms=retention,
+                        retention_check_interval_ms=_at_least_one("log.retention.check.interval.ms",
+                                                                  broker["log.retention.check.interval.ms"]),
+                        max_message_bytes=_at_least_one("message.max.bytes", broker["message.max.bytes"]),
+                        num_partitions=partitions)
+    return BrokerSettings(config, catalog, _at_least_one("socket.request.max.bytes", broker["socket.request.max.bytes"]),
+                          data)

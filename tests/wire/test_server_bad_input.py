@@ -209,7 +209,7 @@ def assert_alive(srv) -> None:
     ("garbage body", struct.pack(">i", 14) + struct.pack(">hhi", 11, 5, 1) + b"\xff\xff\x00\x01\x02\x03"),
     ("unknown api key", struct.pack(">i", 10) + struct.pack(">hhih", 999, 0, 1, -1)),
     ("unsupported version of a served api", struct.pack(">i", 10) + struct.pack(">hhih", 12, 99, 1, -1)),
-    ("an api this server does not serve", request(19, 5, {"topics": [], "timeout_ms": 1000}, 1)),
+    ("an api this server does not serve", request(37, 1, {"topics": [], "timeout_ms": 1000}, 1)),
     ("a version kio knows but this server does not advertise", request(8, 10, {"group_id": "g"}, 1)),
     ("trailing bytes after the body", (lambda f: struct.pack(">i", len(f) - 4 + 2) + f[4:] + b"\x00\x00")(
         request(12, 3, {"group_id": "g", "generation_id": 1, "member_id": "m"}))),

@@ -187,7 +187,7 @@ def test_find_coordinator_every_version_and_batched_keys(server):
             ("a", 0, server.port), ("b", 0, server.port), ("c", 0, server.port)]
 
 
-# --- data-plane stand-ins ------------------------------------------------------------------------
+# --- the data plane on empty logs (tests/wire/test_data_plane_wire.py has the rest) ------------------
 
 def test_list_offsets_fetch_and_produce_on_empty_logs(server):
     async def main():
@@ -198,7 +198,7 @@ def test_list_offsets_fetch_and_produce_on_empty_logs(server):
         loop = asyncio.get_running_loop()
         start = loop.time()
         fetched = await c.request(1, {"max_wait_ms": 300, "min_bytes": 1, "topics": [
-            {"topic": "t6", "partitions": [{"partition": 0, "fetch_offset": 5, "partition_max_bytes": 1000}]}]}, 12)
+            {"topic": "t6", "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000}]}]}, 12)
         waited = loop.time() - start
         fetched_by_id = await c.request(1, {"max_wait_ms": 0, "min_bytes": 1, "topics": [
             {"topic_id": apis.TopicCatalog.topic_id("t6"), "partitions": [{"partition": 1, "fetch_offset": 0}]},
@@ -218,7 +218,7 @@ def test_list_offsets_fetch_and_produce_on_empty_logs(server):
     assert fetched["error_code"] == 0 and fetched["session_id"] == 0 and p["error_code"] == 0 and p["records"] in (b"", None)
     assert waited >= 0.25  # held like a long poll
     assert [t["partitions"][0]["error_code"] for t in fetched_by_id["responses"]] == [0, 100]
-    assert produced["responses"][0]["partition_responses"][0]["error_code"] == 42
+    assert produced["responses"][0]["partition_responses"][0]["error_code"] == 87  # INVALID_RECORD: no batch
     assert after["error_code"] == 0
 
 
