@@ -415,6 +415,26 @@ class DataLog:
                 self.backend.write(("start", topic, index, part.log_start), lambda error: None)
         return dropped
 
+    # --- writing without a client (the test fixtures' produce) ---------------------------------
+
+    def produce(self, topic: str, partitions: int, values: list, key: bytes | None = None,
+                partition: int | None = None, headers: list | None = None) -> list[int]:
+        """Append ``values`` as a producer would, with ``key`` (partitioned by Kafka's default
+        partitioner: murmur2 of the key; no key: partition 0 unless given), stamped with the
+        clock's now; one batch per call. Returns their offsets. Durable at once only with the
+        memory backend (the fixture's): raises if the append is refused or not yet durable."""
+        if partition is None:
+            partition = (murmur2(key) & 0x7FFFFFFF) % partitions if key is not None else 0
+        if not 0 <= partition < partitions:
+            raise ValueError(f"topic {topic!r} has no partition {partition} (it has {partitions})")
+        data = fmt.encode_batch([(key, v) for v in values], self.clock(),
+                                headers=[list(headers or ())] * len(values) if headers else None)
+        got: list[AppendResult] = []
+        self.append(topic, partition, data, got.append)
+        if not got or got[0].error:
+            raise RuntimeError(f"produce to {topic}-{partition} failed: {got[0] if got else 'not durable yet'}")
+        return list(range(got[0].base_offset, got[0].base_offset + len(values)))
+
     # --- idempotent producers -----------------------------------------------------------------
 
     def init_producer_id(self) -> tuple[int, int]:
@@ -424,3 +444,30 @@ class DataLog:
 
     async def close(self) -> None:
         await self.backend.close()
+
+
+def murmur2(data: bytes) -> int:
+    """Kafka's ``Utils.murmur2`` (seed 0x9747b28c), as a signed 32-bit int: the default
+    partitioner's hash of a record's key."""
+    m, r = 0x5BD1E995, 24
+    length = len(data)
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    for i in range(0, length - length % 4, 4):
+        k = int.from_bytes(data[i:i + 4], "little")
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> r
+        k = (k * m) & 0xFFFFFFFF
+        h = ((h * m) & 0xFFFFFFFF) ^ k
+    rest = length % 4
+    tail = length - rest
+    if rest == 3:
+        h ^= data[tail + 2] << 16
+    if rest >= 2:
+        h ^= data[tail + 1] << 8
+    if rest >= 1:
+        h ^= data[tail]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h - (1 << 32) if h & 0x80000000 else h

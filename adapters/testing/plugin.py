@@ -4,11 +4,14 @@ spec/testing.md): fixtures that start a groupcoord server in the test's process 
 tests a broker that is already running instead.
 
 * ``groupcoord_server``: a server (``.bootstrap``, ``.host``, ``.port``; ``str()`` is the
-  bootstrap address).
+  bootstrap address) with a data plane: clients produce and consume; ``produce(topic, values,
+  key=None, partition=None)`` appends straight to its log (returns the offsets) and
+  ``records(topic, partition=None)`` reads it back (offset, key, value, headers, timestamp).
 * ``groupcoord_server_factory(topics=None, *, manual_clock=False, **settings)``: servers with
   topics (name -> partition count) and Kafka settings as keywords, dots as underscores.
 * ``groupcoord_manual_server``: a server on a manual clock: ``advance(ms)`` fires the
-  session and rebalance timeouts then due. Skipped under ``--groupcoord-bootstrap`` (a
+  session and rebalance timeouts then due, answers the Fetches whose wait is over and runs
+  retention. Skipped under ``--groupcoord-bootstrap`` (a
   running broker keeps its own time).
 
 This module is imported by every pytest run once installed: the servers' modules are

@@ -6,7 +6,8 @@ running.
   memory storage on 127.0.0.1, a free port, on its own event-loop thread; Kafka settings as
   keywords, dots as underscores (``group_min_session_timeout_ms=500``).
 * ``InProcessServer``: that server (``.bootstrap``, ``.host``, ``.port``, ``str()``,
-  ``stop()``; ``advance(ms)`` on a manual clock).
+  ``stop()``; ``advance(ms)`` on a manual clock; ``produce(topic, values, key=...)`` and
+  ``records(topic)`` straight to and from its partition log).
 * ``ExistingServer``: a broker at ``HOST:PORT`` (``--groupcoord-bootstrap``); the topics a
   test asks for are checked there, not created.
 """
@@ -14,7 +15,7 @@ running.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from groupcoord.adapters.storage.memory import MemoryStorage
 from groupcoord.adapters.wire.clock import ManualClock
@@ -104,6 +105,39 @@ class InProcessServer:
                                "(groupcoord_manual_server, or start_server(manual_clock=True))")
         self.call(self.server.controls.advance, ms)
 
+    def produce(self, topic: str, values: Iterable[bytes | str], key: bytes | str | None = None,
+                partition: int | None = None, headers: Iterable[tuple[str, bytes]] | None = None) -> list[int]:
+        """Append ``values`` to ``topic`` straight to the log (no client), with ``key`` (the
+        partition: Kafka's default partitioner, murmur2 of the key; no key: partition 0, unless
+        ``partition`` is given) and ``headers`` on each, stamped with the server's time; returns
+        their offsets. A topic that does not exist is created as Kafka's auto-creation would
+        (``num_partitions`` partitions), or, with ``auto_create_topics_enable=False``, is an
+        error. Consumers see them at once (held Fetches are woken)."""
+        def encode(v: bytes | str | None) -> bytes | None:
+            return v.encode("utf-8") if isinstance(v, str) else v
+
+        raw = [encode(v) for v in values]
+
+        def append() -> list[int]:
+            server = self.server
+            count = server.catalog.partitions(topic)
+            if count is None:
+                if server.catalog.auto_create_partitions is None:
+                    raise ValueError(f"no topic {topic!r} (auto.create.topics.enable is false)")
+                server.catalog.create(topic)
+                server.handler.data.sync_topics()
+                server.core.topics_changed()
+                count = server.catalog.partitions(topic)
+            return server.data_log.produce(topic, count, raw, encode(key), partition,
+                                           [(k, encode(v)) for k, v in headers or ()])
+        return self.call(append) if raw else []
+
+    def records(self, topic: str, partition: int | None = None) -> list:
+        """The records of ``topic`` (of one ``partition``, or of all, by partition then offset)
+        now readable, straight from the log: each with ``offset``, ``key``, ``value``,
+        ``headers`` (``(str, bytes)`` pairs), ``timestamp`` and ``partition``."""
+        return self.call(self.server.data_log.records, topic, partition)
+
     def stop(self) -> None:
         """Shut the server down (its connections are closed) and end its thread; again: nothing."""
         if self._stopped:
@@ -176,6 +210,14 @@ class ExistingServer:
     def advance(self, ms: int) -> None:
         raise RuntimeError(f"advance(ms) needs an in-process server with a manual clock; the broker at "
                            f"{self.bootstrap} (--groupcoord-bootstrap) keeps its own time")
+
+    def produce(self, *args: Any, **kwargs: Any) -> list[int]:
+        raise RuntimeError(f"produce() writes to an in-process server's log; for the broker at {self.bootstrap} "
+                           "(--groupcoord-bootstrap) use a producer")
+
+    def records(self, *args: Any, **kwargs: Any) -> list:
+        raise RuntimeError(f"records() reads an in-process server's log; for the broker at {self.bootstrap} "
+                           "(--groupcoord-bootstrap) use a consumer")
 
     def stop(self) -> None:
         """Nothing: the broker is not ours to stop."""
