@@ -18,7 +18,7 @@ EXAMPLES = [(doc, m.group(1), m.group(0)) for doc in DOCS
 
 
 def test_the_readme_has_its_example():
-    assert [name for doc, name, _ in EXAMPLES if doc.name == "README.md"] == ["test_billing"]
+    assert [name for doc, name, _ in EXAMPLES if doc.name == "README.md"] == ["test_billing", "test_orders"]
     section = (ROOT / "README.md").read_text().split("## Use it in your tests", 1)[1].split("\n## ", 1)[0]
     assert "# test_billing.py" in section and "groupcoord_server" in section
 
