@@ -59,6 +59,9 @@ MStates == {"stable", "unrevoked", "unreleased"}
 Topics == {TopicOf[p] : p \in Partitions}
 SubParts(s) == {p \in Partitions : TopicOf[p] \in s}
 Owns(m) == masg[m] \cup mpend[m]
+\* The group's subscribed topics: those of its members' subscriptions that exist (Kafka keeps the
+\* metadata of existing topics only; a name subscribed to before its topic exists is not one).
+SubscribedTopics(M, s) == (UNION {s[m] : m \in M}) \cap Topics
 Min(a, b) == IF a < b THEN a ELSE b
 
 \* The group's state, derived from the epochs as ConsumerGroup.state derives it.
@@ -69,15 +72,29 @@ DerivedState(mem, ge, ae, rec(_)) ==
     ELSE IF \E m \in mem : ~rec(m) THEN "Reconciling"
     ELSE "Stable"
 
+\* Balanced: no member of M holds two more partitions than one that could take one of them.
+Even(t, M, s) == \A m1, m2 \in M : Cardinality(t[m1]) >= Cardinality(t[m2]) + 2
+                                    => \A p \in t[m1] : TopicOf[p] \notin s[m2]
+
 \* Every legal target over members M subscribing as s: each partition of a subscribed topic goes to
 \* exactly one member subscribing to its topic, other partitions to nobody.
 LegalTargets(M, s) ==
     LET Owners(p) == IF \E m \in M : TopicOf[p] \in s[m] THEN {m \in M : TopicOf[p] \in s[m]} ELSE {NoOne}
         Choices == {f \in [Partitions -> M \cup {NoOne}] : \A p \in Partitions : f[p] \in Owners(p)}
         Tgt(f) == [m \in Members |-> {p \in Partitions : f[p] = m}]
-        Even(t) == \A m1, m2 \in M : Cardinality(t[m1]) >= Cardinality(t[m2]) + 2
-                                        => \A p \in t[m1] : TopicOf[p] \notin s[m2]
-    IN {t \in {Tgt(f) : f \in Choices} : Balanced => Even(t)}
+    IN {t \in {Tgt(f) : f \in Choices} : Balanced => Even(t, M, s)}
+
+\* t \in LegalTargets(M, s), tested instead of enumerated (the enumeration grows as |M|+1 to the
+\* number of partitions): trace validation checks the core's own target with it.
+IsLegalTarget(t, M, s) ==
+    /\ DOMAIN t = Members
+    /\ \A m \in Members : t[m] \subseteq Partitions /\ (m \notin M => t[m] = {})
+    /\ \A p \in Partitions :
+        LET owners == {m \in M : p \in t[m]}
+        IN IF \E m \in M : TopicOf[p] \in s[m]
+           THEN Cardinality(owners) = 1 /\ \A m \in owners : TopicOf[p] \in s[m]
+           ELSE owners = {}
+    /\ Balanced => Even(t, M, s)
 
 (***************************************************************************)
 (* CurrentAssignmentBuilder: one member's next state. r: [ep, prev, st,    *)
@@ -164,7 +181,7 @@ Fence(m, refresh) ==
     /\ members' = rest
     /\ groupEpoch' = ge
     /\ assignEpoch' = ae
-    /\ gsubs' = IF refresh THEN UNION {msub[o] : o \in rest} ELSE gsubs
+    /\ gsubs' = IF refresh THEN SubscribedTopics(rest, msub) ELSE gsubs
     /\ SetMember(m, Fresh)
     /\ msub' = [msub EXCEPT ![m] = {}]
     /\ target' = [target EXCEPT ![m] = {}]
@@ -210,7 +227,7 @@ Accept(m, e, s, owned, replace, lost) ==
         subChanged == s # (IF isNew THEN {} ELSE msub[m])
         mem2 == members \cup {m}
         subs2 == [msub EXCEPT ![m] = s]
-        gsubs2 == UNION {subs2[o] : o \in mem2}
+        gsubs2 == SubscribedTopics(mem2, subs2)
         ge == IF groupEpoch = 0 \/ subChanged \/ gsubs2 # gsubs THEN groupEpoch + 1 ELSE groupEpoch
         others == UNION {Owns(o) : o \in mem2 \ {m}}
         timer0 == IF replace THEN 0 ELSE rebTimer[m]   \* the old member id's timers find nobody
