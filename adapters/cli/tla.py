@@ -10,12 +10,17 @@ import tempfile
 import time
 from pathlib import Path
 
-import attrs
-
 from groupcoord.adapters.cli import parsing
 from groupcoord.adapters.cli.parsing import fail
-from groupcoord.adapters.tla import mutants
-from groupcoord.adapters.tla.run import TLA_DIR, TlaSetupError, check_setup, run_tlc, workers_for_machine
+from groupcoord.adapters.tla import consumer_check, consumer_mutants, mutants
+from groupcoord.adapters.tla.run import (
+    TLA_DIR,
+    CheckResult,
+    TlaSetupError,
+    check_setup,
+    run_tlc,
+    workers_for_machine,
+)
 from groupcoord.adapters.traces import progress
 
 # The spec's actions (one per input event) and how an event names them.
@@ -24,7 +29,12 @@ ACTIONS = ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "DeleteGroups", 
            "WriteFailedLast", "UnloadPartition", "LoadPartition")
 _TIMER = {"hb": "HeartbeatTimer", "join": "JoinTimer", "sync": "SyncTimer", "expire": "ExpireTimer"}
 
-CHECKS = ("mc3", "mc4", "offsets", "failover", "wide", "live", "stable", "graph", "trace")
+# then the consumer group spec (tla/ConsumerGroup.tla): TLC, its graph check, its trace validation
+# Every re-created bug `tla mutants` runs: the classic spec's and core's, then the consumer group's.
+ALL_MUTANTS = (*mutants.MUTANTS, *consumer_mutants.catalogue())
+
+CHECKS = ("mc3", "mc4", "offsets", "failover", "wide", "live", "stable", "graph", "trace", "consumer",
+          "consumer-subs", "consumer-live", "consumer-graph", "consumer-trace")
 # Not in the full run (its time): MCWide's inputs replayed against the core (tla/README.md).
 EXTRA_CHECKS = ("graphwide",)
 CONFIGS = {"mc3": "MC3.cfg", "mc4": "MC4.cfg", "offsets": "MCOffsets.cfg", "failover": "MCFailover.cfg",
@@ -35,15 +45,6 @@ TLC_CHECKS = ("mc3", "mc4", "offsets", "failover", "wide", "live", "stable")  # 
 COVERED = ("mc3", "mc4", "offsets", "failover", "wide")  # dumped for action coverage
 # Configurations of liveness properties (TLC does not name the one it finds violated).
 LIVENESS = ("live", "stable")
-
-
-@attrs.define
-class CheckResult:
-    name: str
-    ok: bool
-    seconds: float
-    lines: list = attrs.Factory(list)
-    data: dict = attrs.Factory(dict)
 
 
 def _action(kind: str, key: str | None) -> str | None:
@@ -240,6 +241,16 @@ def run_check(selected: list[str] | None = None, workers: int | None = None, out
                 r = run_graph_check(work / f"{check}.dot", config=CONFIGS[check], name=f"{check}-check")
             elif check == "trace":
                 r = run_trace_validation(out)
+            elif check in consumer_check.CONFIGS:
+                dot = work / "consumer.dot" if check == "consumer-graph" else None
+                r = consumer_check.run_config(check, workers, dot)
+                if dot is not None and r.ok:
+                    for line in r.lines:
+                        out(line)
+                    results.append(r)
+                    r = consumer_check.run_graph_check(dot)
+            elif check == "consumer-trace":
+                r = consumer_check.run_trace_validation()
             else:
                 raise ValueError(f"unknown check {check}")
             for line in r.lines:
@@ -368,9 +379,13 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
 
         checks = {"scenarios": scenarios, "graph-check": graph_check, "trace": trace,
                   **{f"tlc-{name}": tlc(name) for name in TLC_CHECKS}}
-        out(f"{len(MUTANTS) if not names else len(names)} mutants (name, source -> the check that caught it: "
+        out(f"{len(ALL_MUTANTS) if not names else len(names)} mutants (name, source -> the check that caught it: "
             f"the property or the difference):")
-        results = run_mutants(checks, names, out, every_check=every_check)
+        classic = [n for n in names if n in {m.name for m in MUTANTS}] if names else None
+        results = run_mutants(checks, classic, out, every_check=every_check) if classic or not names else []
+        consumer = [n for n in names if n not in {m.name for m in MUTANTS}] if names else None
+        if consumer or not names:
+            results += consumer_mutants.run_catalogue(consumer, out, every_check=every_check)
         passed = sum(r.passed for r in results)
         caught = sum(r.caught is not None for r in results)
         ok = passed == len(results) and bool(results)
@@ -389,7 +404,7 @@ def run_mutants_command(names: list[str] | None = None, workers: int | None = No
 
 def _mutant_selection(text: str) -> list[str]:
     try:
-        return mutants.select(text)
+        return mutants.select(text, ALL_MUTANTS)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -434,7 +449,7 @@ def add_tla_command(sub) -> None:
     m = tsub.add_parser("mutants", help="re-created coordinator bugs; each must be caught",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         epilog="mutants (name, bug ids, source); --only takes names and bug ids, in any case:\n"
-                               + mutants.catalogue())
+                               + mutants.catalogue(ALL_MUTANTS))
     m.add_argument("--only", default=None, type=_mutant_selection, metavar="NAME_OR_BUG_ID[,...]",
                    help="comma-separated mutant names or bug ids (e.g. KAFKA-8500, KoP-380); a bug id picks "
                         "every mutant that re-creates it")

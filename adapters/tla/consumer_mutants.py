@@ -175,6 +175,77 @@ def run_core_mutant(m: CoreMutant, dot: Path) -> MutantOutcome:
     return MutantOutcome(m.name, m.bug, m.source, caught, "graph check", time.monotonic() - started)
 
 
+def run_core_mutant_traces(m: CoreMutant) -> str | None:
+    """Trace validation under the mutant: the generated client runs recorded through the
+    mutated core; what rejected them, or None."""
+    from groupcoord.adapters.tla import consumer_check, consumer_trace, consumer_trace_sources
+
+    with applied(m):
+        traces = [consumer_trace_sources.client_trace(seed, consumer_check.CLIENT_STEPS)
+                  for seed in consumer_check.CLIENT_SEEDS]
+    for batch in consumer_trace.batches(traces):
+        r = consumer_trace.check(batch)
+        if not r.accepted:
+            return f"{r.name} rejected at row {r.diverged_at}"
+    return None
+
+
+# ------------------------------------------------------------------ in `groupcoord tla mutants`
+
+def catalogue() -> tuple:
+    """The consumer mutants as entries of `groupcoord tla mutants`' catalogue."""
+    from groupcoord.adapters.tla.mutants import Mutant
+
+    spec = tuple(Mutant(m.name, m.bug, m.source, checks=("consumer-tlc",), expect=m.expect,
+                        ids=tuple(re.findall(r"KAFKA-\d+", m.source))) for m in SPEC_MUTANTS)
+    core = tuple(Mutant(m.name, m.bug, m.source, checks=("consumer-graph", "consumer-trace"),
+                        ids=tuple(re.findall(r"KAFKA-\d+", m.source))) for m in CORE_MUTANTS)
+    return spec + core
+
+
+def run_catalogue(names: list[str] | None = None, out=print, every_check: bool = False) -> list:
+    """The consumer mutants (``names``: those among them), as ``tla mutants`` reports them
+    (``mutants.MutantResult``); the consumer graph is dumped once for the core mutants."""
+    import tempfile
+
+    from groupcoord.adapters.tla.mutants import Catch, MutantResult
+
+    by_name = {m.name: m for m in SPEC_MUTANTS + CORE_MUTANTS}
+    results = []
+    with tempfile.TemporaryDirectory(prefix="groupcoord-cgm-") as tmp:
+        dot = Path(tmp) / "consumer.dot"
+        for entry in catalogue():
+            if names and entry.name not in names:
+                continue
+            started = time.monotonic()
+            m = by_name[entry.name]
+            catches = []
+            if isinstance(m, SpecMutant):
+                o = run_spec_mutant(m)
+                if o.caught_by:
+                    catches.append(Catch("consumer-tlc", o.caught_by.removeprefix("TLC: "),
+                                         m.expect if o.passed else None, o.caught_by))
+            else:
+                if not dot.exists():
+                    r = consumer_graph.dump_graph(dot)
+                    if not r.ok:
+                        raise RuntimeError(f"TLC failed on MCConsumerGraph.cfg: {r.violation()}")
+                g = run_core_mutant(m, dot)
+                if g.caught_by:
+                    catches.append(Catch("consumer-graph", g.caught_by.split(" (first")[0], None, g.caught_by))
+                if every_check or not catches:
+                    t = run_core_mutant_traces(m)
+                    if t:
+                        catches.append(Catch("consumer-trace", t))
+            res = MutantResult(entry, catches, time.monotonic() - started)
+            results.append(res)
+            shown = res.problem or f"caught by {res.caught.line()}"
+            if every_check:
+                shown += f" [caught by: {', '.join(res.also) or 'none'} of {', '.join(entry.checks)}]"
+            out(f"  {entry.name:42s} {entry.source[:26]:26s} -> {shown} ({res.seconds:.1f} s)")
+    return results
+
+
 def run_all(dot: Path | None = None, out=print) -> list[MutantOutcome]:
     """Every mutant; ``dot``: the consumer graph already dumped (else dumped here)."""
     import tempfile

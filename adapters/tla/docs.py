@@ -75,7 +75,15 @@ def record_check(results: list, ok: bool, seconds: float, where: dict) -> dict:
                                "lines", "out_of_scope", "not_checked", "corrupted_step", "rejected_at",
                                "runs")}
     trace["seconds"] = round(by["trace"].seconds, 1)
-    return dict(where, ok=ok, seconds=round(seconds, 1), tlc=tlc, graph_check=graph, trace=trace)
+    c = by["consumer-graph-check"].data
+    consumer_graph = {k: c[k] for k in ("nodes", "classes", "edges", "steps", "unsound", "missing", "crashed")}
+    consumer_graph["seconds"] = round(by["consumer-graph-check"].seconds, 1)
+    c = by["consumer-trace"].data
+    consumer_trace = {k: c[k] for k in ("accepted", "traces", "scenario_traces", "client_traces", "client_steps",
+                                        "steps", "no_step", "stopped", "corrupted_row", "rejected_at")}
+    consumer_trace["seconds"] = round(by["consumer-trace"].seconds, 1)
+    return dict(where, ok=ok, seconds=round(seconds, 1), tlc=tlc, graph_check=graph, trace=trace,
+                consumer_graph_check=consumer_graph, consumer_trace=consumer_trace)
 
 
 def _n(x: int) -> str:
@@ -123,6 +131,20 @@ def check_section(m: dict) -> str:
               f"({_s(t['seconds'])} in all). {t['out_of_scope']} scenarios are outside the spec's scope "
               f"and not checked, by reason (`tla check` lists them by name): "
               + "; ".join(f"{why}: {n}" for why, n in _by_count(t["not_checked"])) + "."]
+    if "consumer_trace" in m:
+        g, t = m["consumer_graph_check"], m["consumer_trace"]
+        lines += [
+            f"* consumer graph check: {_n(g['nodes'])} states of MCConsumerGraph ({_n(g['classes'])} distinct "
+            f"without `out` and `event`), {_n(g['edges'])} edges; {_n(g['steps'])} core steps; unsound "
+            f"{g['unsound']}, missing {g['missing']}, crashed {g['crashed']} ({_s(g['seconds'])}).",
+            f"* consumer trace validation: {t['accepted']}/{t['traces']} traces accepted ({t['scenario_traces']} "
+            f"consumer scenarios, {t['client_traces']} generated client runs of {t['client_steps']} actions; "
+            f"{_n(t['steps'])} steps); a copy corrupted at row {t['corrupted_row']} "
+            f"{'rejected at row ' + str(t['rejected_at']) if t['rejected_at'] else 'ACCEPTED'} "
+            f"({_s(t['seconds'])} in all). {t['no_step']} consumer scenarios have no step the spec follows (only "
+            f"requests refused before its checks, or none of one group); runs stopped short at the first input "
+            f"the spec does not model, by reason: "
+            + "; ".join(f"{why}: {n}" for why, n in _by_count(t["stopped"])) + "."]
     return "\n".join(lines) + "\n"
 
 

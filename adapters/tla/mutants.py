@@ -31,7 +31,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import attrs
 
@@ -434,36 +434,36 @@ def _key(text: str) -> str:
     return "-".join(re.findall(r"[a-z0-9]+", text.lower()))
 
 
-def select(text: str) -> list[str]:
-    """The names of the mutants a comma-separated list of names and bug ids (any case) picks,
-    in catalogue order; a bug id picks every mutant re-creating it. ValueError, listing the
-    valid names and ids, for one that matches nothing."""
+def select(text: str, pool: Sequence[Mutant] = tuple(MUTANTS)) -> list[str]:
+    """The names of the mutants of ``pool`` a comma-separated list of names and bug ids (any
+    case) picks, in catalogue order; a bug id picks every mutant re-creating it. ValueError,
+    listing the valid names and ids, for one that matches nothing."""
     wanted = [w.strip() for w in text.split(",") if w.strip()]
     if not wanted:
-        raise ValueError(f"expected mutant names or bug ids, got {text!r}; choose from {catalogue_line()}")
+        raise ValueError(f"expected mutant names or bug ids, got {text!r}; choose from {catalogue_line(pool)}")
     picked: set[str] = set()
     for w in wanted:
-        found = {m.name for m in MUTANTS if _key(w) in {_key(m.name), *map(_key, m.ids)}}
+        found = {m.name for m in pool if _key(w) in {_key(m.name), *map(_key, m.ids)}}
         if not found:
-            raise ValueError(f"unknown mutant {w!r}; choose from {catalogue_line()}")
+            raise ValueError(f"unknown mutant {w!r}; choose from {catalogue_line(pool)}")
         picked |= found
-    return [m.name for m in MUTANTS if m.name in picked]
+    return [m.name for m in pool if m.name in picked]
 
 
-def catalogue_line() -> str:
+def catalogue_line(pool: Sequence[Mutant] = tuple(MUTANTS)) -> str:
     """Every mutant's name, with its bug ids, on one line."""
-    return ", ".join(f"{m.name} ({'/'.join(m.ids)})" if m.ids else m.name for m in MUTANTS)
+    return ", ".join(f"{m.name} ({'/'.join(m.ids)})" if m.ids else m.name for m in pool)
 
 
-def catalogue() -> str:
+def catalogue(pool: Sequence[Mutant] = tuple(MUTANTS)) -> str:
     """The mutants, one a line: name, bug ids, where the bug comes from (for --help)."""
-    width = max(len(m.name) for m in MUTANTS) + 2
-    ids = max(len("/".join(m.ids)) for m in MUTANTS) + 2
+    width = max(len(m.name) for m in pool) + 2
+    ids = max(len("/".join(m.ids)) for m in pool) + 2
 
     def source(m: Mutant) -> str:
         return "" if m.source in m.ids else m.source
 
-    return "\n".join(f"  {m.name:{width}}{'/'.join(m.ids) or '-':{ids}}{source(m)}".rstrip() for m in MUTANTS)
+    return "\n".join(f"  {m.name:{width}}{'/'.join(m.ids) or '-':{ids}}{source(m)}".rstrip() for m in pool)
 
 
 __all__ = ["MUTANTS", "Mutant", "Catch", "MutantResult", "violated_property", "only_property", "applied", "run_mutants", "mutant_names", "select", "catalogue", "catalogue_line",

@@ -162,3 +162,14 @@ def run_tlc(config: str, module: str = "MC", *, workers: int | str = 2, coverage
 
 def workers_for_machine() -> int:
     return max(1, min(2, os.cpu_count() or 1))
+
+
+@attrs.define
+class CheckResult:
+    """One check of ``groupcoord tla check``: its lines to print and its numbers to record."""
+
+    name: str
+    ok: bool
+    seconds: float
+    lines: list = attrs.Factory(list)
+    data: dict = attrs.Factory(dict)

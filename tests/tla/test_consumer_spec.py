@@ -1,15 +1,19 @@
-"""The consumer group spec (tla/ConsumerGroup.tla, KIP-848): TLC on its configurations, the
-state-graph check of the core against it, and the re-created bugs each caught
-(tla/README.md, "The consumer group spec"). About three minutes on two busy cores."""
+"""The consumer group spec (tla/ConsumerGroup.tla, KIP-848) tied to the core by trace validation
+(adapters/tla/consumer_trace.py). TLC on its configurations, the state-graph check, trace
+validation of the scenarios and generated runs, and the re-created bugs run in `groupcoord tla
+check` and `groupcoord tla mutants` (tests/tla/test_tla.py asserts on them); here: the recorder's
+reading of the core, what it refuses, and that trace validation catches the core's mutants."""
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
-from groupcoord.adapters.tla import consumer_graph, consumer_mutants
-from groupcoord.adapters.tla.run import TlaSetupError, check_setup, run_tlc, workers_for_machine
+from groupcoord.adapters.tla import consumer_check, consumer_mutants, consumer_trace, consumer_trace_sources
+from groupcoord.adapters.tla.run import TlaSetupError, check_setup
+from groupcoord.core import events as ev
+from groupcoord.core.commands import RebalanceTimer
 
-# Each fixture runs TLC or a whole replay (a minute at most alone, more beside other tests).
 pytestmark = pytest.mark.timeout(900)
 
 
@@ -21,47 +25,96 @@ def setup():
         pytest.fail(str(e))
 
 
-def tlc(config: str):
-    return run_tlc(config, "MCConsumer", workers=workers_for_machine(), timeout=600, extra_args=["-deadlock"])
+def _heartbeat(k: int, member: str, epoch: int, **fields) -> ev.ConsumerGroupHeartbeat:
+    return ev.ConsumerGroupHeartbeat(request_id=("hb", k), now_ms=k, version=1, group_id="g", member_id=member,
+                                     member_epoch=epoch, **fields)
 
 
-@pytest.mark.parametrize("config", ["MCConsumer.cfg", "MCConsumerSubs.cfg", "MCConsumerLive.cfg"])
-def test_tlc_passes(setup, config):
-    r = tlc(config)
-    assert r.ok, r.output[-4000:]
-    assert r.distinct > 1000 and r.generated > r.distinct
+def _start(rec: consumer_trace.ConsumerRecorder) -> None:
+    rec.feed(ev.LoadPartition(now_ms=0, partition=rec.part, records=()))
+    rec.feed(ev.TopicsChanged(now_ms=0, topics=(("a", "ida", 2),)))
 
 
-@pytest.fixture(scope="module")
-def graph(setup, tmp_path_factory):
-    dot = tmp_path_factory.mktemp("consumer") / "consumer.dot"
-    r = consumer_graph.dump_graph(dot)
-    assert r.ok, r.output[-4000:]
-    return dot
+JOIN = dict(rebalance_timeout_ms=5000, subscribed_topic_names=("a",), topic_partitions=())
 
 
-def test_core_matches_the_spec_graph(graph):
-    res = consumer_graph.check_graph(graph, consumer_graph.GRAPH_UNIVERSE)
-    assert res.ok, res.line() + "\n" + "\n".join(res.examples)
-    assert res.steps > 1000
+def test_a_heartbeat_is_one_row_with_the_group_after_it_and_its_answer():
+    rec = consumer_trace.ConsumerRecorder("g")
+    _start(rec)
+    rec.feed(_heartbeat(1, "m1", 0, **JOIN))
+    rec.feed(_heartbeat(2, "m1", 1))  # nothing reported: null subscription and partitions
+    init, join, again = rec.trace.rows
+    assert init["event"]["type"] == "Init" and join["event"]["m"] == "m1"
+    assert join["s"]["groupEpoch"] == 1 and join["s"]["members"]["m1"]["masg"] == {"a:0", "a:1"}
+    assert join["out"] == {"code": "NONE", "ep": 1, "asg": frozenset({"a:0", "a:1"})}
+    # null: the subscription the member has, and every partition (and one of no topic) owned
+    assert again["event"]["sub"] == {"a"}
+    assert again["event"]["owned"] == {"a:0", "a:1", consumer_trace.NULL_OWNED}
+    assert again["out"]["asg"] == {"a:0", "a:1"}  # not sent: unchanged
 
 
-@pytest.mark.parametrize("mutant", consumer_mutants.SPEC_MUTANTS, ids=lambda m: m.name)
-def test_spec_mutant_caught_by_its_property(setup, mutant):
-    out = consumer_mutants.run_spec_mutant(mutant)
-    assert out.passed, out.line()
+def test_inputs_the_spec_does_not_see_are_stepped_over_only_when_they_change_nothing():
+    rec = consumer_trace.ConsumerRecorder("g")
+    _start(rec)
+    rec.feed(_heartbeat(1, "m1", 0, **JOIN))
+    rec.feed(_heartbeat(2, "", 0, **JOIN))  # INVALID_REQUEST: refused before the spec's checks
+    rec.feed(_heartbeat(3, "m2", 0, **JOIN, server_assignor="nope"))  # UNSUPPORTED_ASSIGNOR
+    assert len(rec.trace.rows) == 2 and rec.trace.stepped_over >= 2
+    with pytest.raises(consumer_trace.OutOfModel, match="regular expression"):
+        rec.feed(_heartbeat(4, "m3", 0, rebalance_timeout_ms=5000, subscribed_topic_regex="a.*",
+                            topic_partitions=()))
+
+
+def test_the_trace_stops_at_the_first_input_the_spec_does_not_model():
+    part = consumer_trace.ConsumerRecorder("g").part
+    events = [ev.LoadPartition(now_ms=0, partition=part, records=()),
+              ev.TopicsChanged(now_ms=0, topics=(("a", "ida", 2),)),
+              _heartbeat(1, "m1", 0, **JOIN),
+              ev.TopicsChanged(now_ms=2, topics=(("a", "ida", 3),)),
+              _heartbeat(3, "m1", 1)]
+    t = consumer_trace.record(events, "g", complete_writes=True)
+    assert t.steps == 1 and t.stopped.startswith("the topics changed while the group lives")
+
+
+def test_a_rebalance_timer_not_armed_is_refused():
+    rec = consumer_trace.ConsumerRecorder("g")
+    _start(rec)
+    rec.feed(_heartbeat(1, "m1", 0, **JOIN))
+    with pytest.raises(consumer_trace.OutOfModel, match="not the one armed"):
+        rec.feed(ev.TimerFired(now_ms=5, key=RebalanceTimer(rec.part, "g", "m1"), payload=1))
+
+
+def test_generated_runs_are_repeatable_and_reach_every_kind_of_step():
+    a, b = consumer_trace_sources.client_trace(3), consumer_trace_sources.client_trace(3)
+    assert a.rows == b.rows and a.steps > 30
+    kinds = {r["event"]["type"] for seed in consumer_check.CLIENT_SEEDS
+             for r in consumer_trace_sources.client_trace(seed, consumer_check.CLIENT_STEPS).rows}
+    assert kinds == {"Init", "Heartbeat", "Leave", "StaticLeave", "SessionTimeout", "RebalanceTimeout"}
+
+
+def test_a_corrupted_row_is_rejected_there(setup):
+    t = consumer_trace_sources.client_trace(2, 30)
+    assert consumer_trace.check([t]).accepted
+    rows = list(t.rows)
+    s = rows[5]["s"]
+    rows[5] = rows[5].set(out=rows[5]["out"], s=s.set(assignEpoch=s["assignEpoch"] + 1))
+    r = consumer_trace.check([attrs.evolve(t, rows=rows)])
+    assert not r.accepted and r.diverged_at == 6
 
 
 @pytest.mark.parametrize("mutant", consumer_mutants.CORE_MUTANTS, ids=lambda m: m.name)
-def test_core_mutant_caught_by_the_graph_check(graph, mutant):
-    out = consumer_mutants.run_core_mutant(mutant, graph)
-    assert out.passed, out.line()
+def test_trace_validation_catches_the_core_mutants(setup, mutant):
+    assert consumer_mutants.run_core_mutant_traces(mutant) is not None
 
 
-def test_core_mutants_leave_the_core_as_it_was(graph):
-    """A core mutant is undone after its replay: the graph check passes again."""
-    consumer_mutants.run_core_mutant(consumer_mutants.CORE_MUTANTS[0], graph)
-    assert consumer_graph.check_graph(graph, consumer_graph.GRAPH_UNIVERSE).ok
+def test_core_mutants_leave_the_core_as_it_was():
+    from groupcoord.core.consumer import machine, reconcile
+
+    before = (reconcile._next, machine.ConsumerMachine.rebalance_expired)
+    for m in consumer_mutants.CORE_MUTANTS:
+        with consumer_mutants.applied(m):
+            pass
+    assert (reconcile._next, machine.ConsumerMachine.rebalance_expired) == before
 
 
 def test_every_consumer_property_checked_is_listed_and_defined():

@@ -14,6 +14,7 @@ import pytest
 from paths import ROOT, SCENARIOS
 
 from groupcoord.adapters.cli import tla as tla_cli
+from groupcoord.adapters.tla import consumer_mutants
 from groupcoord.adapters.tla.mutants import MUTANTS
 from groupcoord.adapters.tla.run import TlaSetupError, check_setup
 
@@ -55,10 +56,13 @@ def mutants(setup, check, graph):
 def test_check_passes(check):
     ok, results, lines = check
     assert ok, "\n".join(lines)
-    assert set(results) == {"mc3", "mc4", "offsets", "failover", "wide", "live", "stable", "graph", "graph-check", "trace"}
+    assert set(results) == {"mc3", "mc4", "offsets", "failover", "wide", "live", "stable", "graph", "graph-check", "trace",
+                            "consumer", "consumer-subs", "consumer-live", "consumer-graph", "consumer-graph-check",
+                            "consumer-trace"}
 
 
-@pytest.mark.parametrize("name", ["mc3", "mc4", "offsets", "failover", "wide", "live", "stable", "graph"])
+@pytest.mark.parametrize("name", ["mc3", "mc4", "offsets", "failover", "wide", "live", "stable", "graph",
+                                  "consumer", "consumer-subs", "consumer-live", "consumer-graph"])
 def test_every_config_explores_states(check, name):
     r = check[1][name]
     assert r.ok and r.data["exit_code"] == 0
@@ -101,6 +105,12 @@ def test_recorded_numbers_are_this_runs(check):
     t = results["trace"].data
     assert {k: t[k] for k in ("traces", "scenario_traces", "lines", "out_of_scope")} == \
         {k: recorded["trace"][k] for k in ("traces", "scenario_traces", "lines", "out_of_scope")}
+    c = results["consumer-graph-check"].data
+    assert {k: c[k] for k in ("nodes", "edges", "steps")} == \
+        {k: recorded["consumer_graph_check"][k] for k in ("nodes", "edges", "steps")}
+    c = results["consumer-trace"].data
+    keys = ("traces", "scenario_traces", "client_traces", "steps", "no_step", "stopped")
+    assert {k: c[k] for k in keys} == {k: recorded["consumer_trace"][k] for k in keys}
 
 
 def test_graph_replay_sound_and_complete(check):
@@ -119,6 +129,17 @@ def test_trace_validation(check):
     assert "the scenario fails" not in r.data["not_checked"]
     listed = [line for line in r.lines if line.startswith("    ")]
     assert len(listed) == len(r.data["not_checked"]) and all("(" in line for line in listed)
+
+
+def test_consumer_spec_tied_to_the_core(check):
+    """The consumer graph check is sound and complete; trace validation accepts every consumer
+    scenario it can follow and every generated client run, and rejects a corrupted copy at its row."""
+    g = check[1]["consumer-graph-check"].data
+    assert g["steps"] > 1000 and g["unsound"] == g["missing"] == g["crashed"] == 0
+    t = check[1]["consumer-trace"].data
+    assert t["scenario_traces"] >= 50 and t["client_traces"] >= 8 and t["steps"] > 400
+    assert t["accepted"] == t["traces"] == t["scenario_traces"] + t["client_traces"]
+    assert t["rejected_at"] == t["corrupted_row"]
 
 
 def test_scenarios_left_out_are_listed_by_reason():
@@ -148,7 +169,8 @@ def test_coverage_parser_counts_each_action():
 
 def test_at_least_ten_mutants_all_caught(mutants):
     ok, results, lines = mutants
-    assert len(results) == len(MUTANTS) >= 10
+    assert len(results) == len(tla_cli.ALL_MUTANTS) > len(MUTANTS) >= 10
+    assert {r.mutant.name for r in results} >= {m.name for m in consumer_mutants.SPEC_MUTANTS + consumer_mutants.CORE_MUTANTS}
     missed = [r.mutant.name for r in results if not r.passed]
     assert not missed, "\n".join(lines)
     assert ok
@@ -398,13 +420,14 @@ def test_readme_numbers_are_generated_from_the_last_runs():
     assert set(measured) == {"check", "mutants"}
     assert docs.render_readme(text, measured) == text, "rerun groupcoord tla check/mutants --write-docs"
     check = measured["check"]
-    assert check["ok"] and check["seconds"] < 300
-    assert [r["check"] for r in check["tlc"]] == ["mc3", "mc4", "offsets", "failover", "wide", "live", "stable", "graph"]
+    assert check["ok"] and check["seconds"] < 900
+    assert [r["check"] for r in check["tlc"]] == ["mc3", "mc4", "offsets", "failover", "wide", "live", "stable", "graph",
+                                                  "consumer", "consumer-subs", "consumer-live", "consumer-graph"]
     assert "Measured by `groupcoord tla check --write-docs`" in text
     recorded = measured["mutants"]
-    assert recorded["ok"] and recorded["passed"] == len(MUTANTS)
+    assert recorded["ok"] and recorded["passed"] == len(tla_cli.ALL_MUTANTS)
     assert [(r["name"], r["bug"], r["source"], r["expect"]) for r in recorded["mutants"]] == \
-        [(m.name, m.bug, m.source, m.expect) for m in MUTANTS], "rerun groupcoord tla mutants --write-docs"
+        [(m.name, m.bug, m.source, m.expect) for m in tla_cli.ALL_MUTANTS], "rerun groupcoord tla mutants --write-docs"
 
 
 def test_generated_sections_are_rewritten_in_place():
