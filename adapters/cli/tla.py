@@ -12,7 +12,7 @@ from pathlib import Path
 
 from groupcoord.adapters.cli import parsing
 from groupcoord.adapters.cli.parsing import fail
-from groupcoord.adapters.tla import consumer_check, consumer_mutants, mutants
+from groupcoord.adapters.tla import consumer_check, consumer_mutants, consumer_trace, mutants
 from groupcoord.adapters.tla.run import (
     TLA_DIR,
     CheckResult,
@@ -518,8 +518,20 @@ def run_validate(path: str, group_id: str | None = None, out=print, prog: str = 
             out(line)
         progress.advance(1, f"{counts['rejected']} rejected")  # noted again before the next run
 
+    consumer = [u.trace for u in checked.values() if isinstance(u.trace, consumer_trace.ConsumerTrace)]
     with progress:
-        for batch in trace_check.batches([u.trace for u in checked.values()], max_lines=VALIDATE_BATCH_LINES):
+        for batch in consumer_trace.batches(consumer):  # consumer groups: ConsumerGroup.tla
+            while batch:
+                progress.update(f"{counts['rejected']} rejected; TLC on {len(batch)} consumer groups")
+                c = consumer_trace.check(batch)
+                done = batch if c.accepted else [next((t for t in batch if t.name == c.name), batch[0])]
+                for t in done:
+                    told(checked[id(t)], trace_check.TraceResult(
+                        t.name, len(t.rows), c.accepted, c.diverged_at, seconds=c.seconds, detail=c.detail,
+                        together=len(batch)))
+                batch = [t for t in batch if t not in done]
+        classic = [u.trace for u in checked.values() if not isinstance(u.trace, consumer_trace.ConsumerTrace)]
+        for batch in trace_check.batches(classic, max_lines=VALIDATE_BATCH_LINES):
             # one TLC run for a batch; TLC names the first trace it rejects, which leaves the
             # batch for the next run (a run per rejection, plus one)
             while batch:

@@ -97,6 +97,7 @@ class ConsumerRecorder:
         self.incarnations: dict[str, list[str]] = {}  # instance id -> its member ids, first seen first
         self.pending: dict[Any, int] = {}  # request id -> its row, until answered
         self.loaded = False
+        self.unloaded = False
 
     # ---------------------------------------------------------------- names
 
@@ -130,7 +131,7 @@ class ConsumerRecorder:
                 raise OutOfModel("a classic member in the consumer group")
             if m.state not in STATE_NAMES:
                 raise OutOfModel(f"member state {m.state.name}")
-            if m.subscribed_topic_regex is not None:
+            if m.subscribed_topic_regex:  # "" is none (librdkafka sends it with topic names)
                 raise OutOfModel("a regular expression subscription")
             name = self.name_of(mid, m.instance_id)
             members[name] = F(
@@ -147,6 +148,16 @@ class ConsumerRecorder:
         """Run ``event`` through the core; a row if it is a spec step. OutOfModel when the spec
         cannot follow (the caller ends the trace there)."""
         self.trace.events += 1
+        if self.unloaded:  # the run on this coordinator is over for the group
+            if isinstance(event, ev.LoadPartition) and event.partition == self.part or \
+                    getattr(event, "group_id", None) == self.gid:
+                raise OutOfModel("the group after its partition was unloaded")
+            self.trace.stepped_over += 1
+            return []
+        if isinstance(event, ev.UnloadPartition) and event.partition == self.part:
+            self.unloaded = True
+            self.trace.stepped_over += 1
+            return self.coordinator.handle(event)
         if isinstance(event, ev.LoadPartition):
             return self._load(event)
         if not self.loaded:
@@ -222,7 +233,7 @@ class ConsumerRecorder:
         return cmds
 
     def _heartbeat(self, req: ev.ConsumerGroupHeartbeat) -> list:
-        if req.subscribed_topic_regex is not None:
+        if req.subscribed_topic_regex:
             raise OutOfModel("a regular expression subscription")
         g = self.coordinator.group(self.gid)
         member = g.members.get(req.member_id) if isinstance(g, ConsumerGroup) else None
@@ -233,13 +244,18 @@ class ConsumerRecorder:
             self.trace.balanced = False
         if req.member_epoch == -1 and req.instance_id is not None:
             raise OutOfModel("a static member's -1 leave")
+        # a static member's later heartbeats may leave its instance id out (null): the member id names it
+        instance = member.instance_id if member is not None and req.instance_id is None else None
+        if req.instance_id is None and member is None and req.member_epoch != 0 and \
+                any(req.member_id in ids for ids in self.incarnations.values()):
+            raise OutOfModel("a replaced static member's heartbeat without its instance id")
         # null: unchanged, so the spec's client sends what the member has
         sub = req.subscribed_topic_names
         if sub is None:
             sub = member.subscribed_topic_names if member is not None else ()
         row = len(self.trace.rows)
         self.pending[req.request_id] = row
-        self.trace.rows.append(F(event=F(type="pending"), req=req, sub=frozenset(sub or ()),
+        self.trace.rows.append(F(event=F(type="pending"), req=req, sub=frozenset(sub or ()), instance=instance,
                                  before=self.projection()))
         cmds = self._run(req)
         self.trace.rows[row] = self.trace.rows[row].set(s=self.projection())
@@ -264,10 +280,11 @@ class ConsumerRecorder:
             self.trace.rows[row] = F(event=F(type="refused", code=code), s=r["s"], before=r["before"])
             return
         mid = req.member_id or (resp.member_id or "")
-        name = self.name_of(mid, req.instance_id)
-        inc = self.incarnation(mid, req.instance_id)
+        instance = req.instance_id or r["instance"]
+        name = self.name_of(mid, instance)
+        inc = self.incarnation(mid, instance)
         self.trace.names.add(name)
-        if req.instance_id is not None:
+        if instance is not None:
             self.trace.static.add(name)
         none = frozenset()
         if req.member_epoch == -1:

@@ -11,7 +11,7 @@ module is ``trace_module``'s, and TLC checks it in ``trace_check``.
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Any, Iterable
 
 import attrs
 
@@ -230,7 +230,7 @@ class Unit:
 
     name: str
     inputs: int
-    trace: Trace | None = None
+    trace: Any = None  # a Trace, or a consumer_trace.ConsumerTrace for a consumer group
     inputs_used: int | None = None
     stopped: str | None = None
     stepped_over: dict = attrs.Factory(dict)

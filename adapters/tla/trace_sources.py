@@ -104,7 +104,7 @@ def file_traces(path: str | Path, group_id: str | None = None) -> list[Unit]:
                 if not gids and group_id is None:
                     units.append(Unit(str(f), len(events), stopped="no group in it"))
                 for g in gids:
-                    units.append(unit_trace(events, config, g, str(f) if len(gids) == 1 else f"{f} group {g!r}"))
+                    units.append(_unit(events, config, g, str(f) if len(gids) == 1 else f"{f} group {g!r}"))
             continue
         gids = trace_io.group_ids(rec.name, limit=MAX_GROUPS + 1, files=rec.files)
         if group_id is None and len(gids) > MAX_GROUPS:
@@ -118,10 +118,27 @@ def file_traces(path: str | Path, group_id: str | None = None) -> list[Unit]:
         for g, rows in by_group.items():
             found = True
             rows.sort(key=lambda row: row[0])
-            units.append(unit_trace([e for _, e in rows], config, g, f"{rec.name} group {g!r}"))
+            units.append(_unit([e for _, e in rows], config, g, f"{rec.name} group {g!r}"))
     if group_id is not None and not found:
         raise core_trace.TraceError(f"{path}: no records of group {group_id!r}")
     return units
+
+
+def _unit(events: list, config: CoordinatorConfig, gid: str, name: str) -> Unit:
+    """The unit of group ``gid``: checked against the consumer group spec when the group is one
+    (a ConsumerGroupHeartbeat of it among the inputs), else against the classic spec."""
+    if not any(isinstance(e, ev.ConsumerGroupHeartbeat) and e.group_id == gid for e in events):
+        return unit_trace(events, config, gid, name)
+    from groupcoord.adapters.tla import consumer_trace
+
+    t = consumer_trace.record(events, gid, config, name)
+    unit = Unit(name, len(events), trace=t if t.steps else None, stopped=t.stopped,
+                stepped_over={"inputs the consumer spec does not see": t.stepped_over} if t.stepped_over else {})
+    if t.stopped is not None:
+        unit.inputs_used = t.events - 1
+    elif not t.steps:
+        unit.stopped = "nothing for the spec to check: no step of the group after its partition's load"
+    return unit
 
 
 def _groups_of(request) -> tuple:

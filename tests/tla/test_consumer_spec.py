@@ -142,3 +142,72 @@ def test_every_consumer_property_checked_is_listed_and_defined():
     spec = (tla / "ConsumerGroup.tla").read_text() + (tla / "MCConsumer.tla").read_text()
     assert checked and checked <= listed, sorted(checked - listed)
     assert [n for n in listed if not re.search(rf"^{n}\b.*==", spec, re.M)] == []
+
+
+# --- real clients: librdkafka's consumer-protocol consumers recorded by `serve --trace` -------------
+
+@pytest.fixture(scope="module")
+def real_recording(tmp_path_factory):
+    """A recording of three confluent-kafka consumers (``group.protocol=consumer``; one static)
+    forming a group on six partitions, a third joining (the others revoke for it) and leaving."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    import time
+
+    from kip848_clients import owned, poll_until
+    from server_harness import ServerProcess
+
+    trace = tmp_path_factory.mktemp("consumer-trace") / "rec"
+    server = ServerProcess("--trace", str(trace), topics=("t6=6",),
+                           settings={"group.consumer.session.timeout.ms": 6000,
+                                     "group.consumer.heartbeat.interval.ms": 300})
+    consumers = []
+
+    def consumer(name: str, **conf):
+        c = confluent_kafka.Consumer({"bootstrap.servers": server.bootstrap, "group.id": "real",
+                                      "group.protocol": "consumer", "client.id": name, "enable.auto.commit": False,
+                                      "broker.address.family": "v4", "log_level": 3, **conf})
+        c.subscribe(["t6"])
+        consumers.append(c)
+        return c
+
+    try:
+        a, b = consumer("a"), consumer("b", **{"group.instance.id": "ib"})
+        poll_until([a, b], lambda: sorted(owned(a) + owned(b)) == list(range(6)) and len(owned(a)) == 3,
+                   "two members with three partitions each")
+        c = consumer("c")
+        poll_until([a, b, c], lambda: sorted(len(owned(x)) for x in (a, b, c)) == [2, 2, 2],
+                   "three members with two partitions each")
+        c.close()
+        consumers.remove(c)
+        poll_until([a, b], lambda: sorted(len(owned(x)) for x in (a, b)) == [3, 3], "two members again")
+        deadline = time.monotonic() + 1  # a few more heartbeats in the stable group
+        while time.monotonic() < deadline:
+            for x in (a, b):
+                x.poll(0.05)
+    finally:
+        for x in consumers:
+            x.close()
+        assert server.stop() == 143
+    return trace
+
+
+def test_real_clients_runs_validate_against_the_spec(setup, real_recording):
+    from groupcoord.adapters.cli import tla as tla_cli
+
+    lines: list[str] = []
+    assert tla_cli.run_validate(str(real_recording), out=lines.append) == 0, "\n".join(lines)
+    (unit,) = [line for line in lines if line.startswith("trace ")]
+    assert ", accepted" in unit and int(unit.split(": ")[1].split(" lines")[0]) >= 20, unit
+
+
+def test_a_core_fault_is_caught_on_real_clients_runs(setup, real_recording):
+    """The same real inputs re-run through a core that assigns a partition before its owner
+    released it (the third member's join makes the others revoke): rejected. (The other core
+    mutant needs a rebalance timeout, which prompt real clients never reach.)"""
+    from groupcoord.adapters.cli import tla as tla_cli
+
+    mutant = next(m for m in consumer_mutants.CORE_MUTANTS if m.name == "core-assign-before-revoked")
+    lines: list[str] = []
+    with consumer_mutants.applied(mutant):
+        code = tla_cli.run_validate(str(real_recording), out=lines.append)
+    assert code == 1 and any("REJECTED" in line for line in lines), "\n".join(lines)
