@@ -183,3 +183,64 @@ def test_fixture_helpers_produce_and_read_back(server):
     assert server.records("t", 0)[-1][:3] == (offset, b"foobar", b"p")
     with pytest.raises(ValueError):
         server.produce("t", [b"x"], partition=5)
+
+
+def test_every_served_version_of_the_data_apis_is_answered(server):
+    """Each version ApiVersions advertises decodes and gets its answer, error-free where the
+    request is good."""
+    batch = fmt.encode_batch([(b"k", b"v")], 1)
+
+    def request(name, v):
+        if name == "Produce":
+            return produce_fields("t", 0, batch)
+        if name == "Fetch":
+            topic = {"topic_id": apis.TopicCatalog.topic_id("t")} if v >= 13 else {"topic": "t"}
+            return {"max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "session_epoch": -1, "topics": [
+                {**topic, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                                          "current_leader_epoch": -1}]}]}
+        if name == "ListOffsets":
+            return {"replica_id": -1, "topics": [{"name": "t", "partitions": [{"partition_index": 0,
+                                                                               "timestamp": -1}]}]}
+        if name == "InitProducerId":
+            return {"transactional_id": None, "transaction_timeout_ms": 1000, "producer_id": -1, "producer_epoch": -1}
+        if name == "CreateTopics":
+            return {"timeout_ms": 1000, "topics": [{"name": f"v{v}", "num_partitions": 1, "replication_factor": 1}]}
+        if name == "DeleteTopics":
+            return {"timeout_ms": 1000, "topic_names": [f"v{v + 1}"], "topics": [{"name": f"v{v + 1}"}]}
+        if name == "DeleteRecords":
+            return {"timeout_ms": 1000, "topics": [{"name": "t", "partitions": [{"partition_index": 0, "offset": 0}]}]}
+        if name == "AddPartitionsToTxn":
+            return {"v3_and_below_transactional_id": "x", "v3_and_below_topics": [{"name": "t", "partitions": [0]}]}
+        if name == "TxnOffsetCommit":
+            return {"transactional_id": "x", "group_id": "g", "topics": [
+                {"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 1}]}]}
+        return {"transactional_id": "x", "group_id": "g"}
+
+    def errors(answer):
+        found = []
+
+        def walk(value):
+            if isinstance(value, dict):
+                for key, item in value.items():
+                    if key.endswith("error_code"):
+                        found.append(item)
+                    walk(item)
+            elif isinstance(value, list):
+                for item in value:
+                    walk(item)
+        walk(answer)
+        return set(found)
+
+    async def main():
+        c = await connect(server)
+        out = {}
+        for name in ("Produce", "Fetch", "ListOffsets", "InitProducerId", "CreateTopics", "DeleteTopics",
+                     "DeleteRecords", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit"):
+            lo, hi = apis.served_versions()[K[name]]
+            for v in range(lo, hi + 1):
+                out[(name, v)] = await c.request(K[name], request(name, v), v)
+        return out
+    answers = run(main())
+    for (name, v), answer in answers.items():
+        expected = {35} if "Txn" in name else {0}
+        assert errors(answer) and errors(answer) <= expected, (name, v, answer)
