@@ -4,7 +4,8 @@ hypothesis strategies for groups, members, configurations and request sequences
 (``strategies``); ``CoordinatorStateMachine``, a hypothesis rule-based machine whose checks are
 the spec's invariants and the verifier's judgement of each answer, against the core, an
 in-process server or any broker (``machine``, ``systems``); the pytest plugin and its server
-fixtures (``plugin``, ``servers``); librdkafka's mock cluster in a child process, a broker
+fixtures (``plugin``, ``servers``); ``check_delivery``, whether every acknowledged record reached
+each consumer group exactly once and in order (``delivery``); librdkafka's mock cluster in a child process, a broker
 to check (``librdkafka_mock``, spec/peers.md).
 
 ``from groupcoord.testing import CoordinatorStateMachine, strategies`` takes the public names
@@ -26,6 +27,7 @@ _PUBLIC = {
     "System": "systems", "CoreSystem": "systems", "ServerSystem": "systems", "BrokerSystem": "systems",
     "Unreachable": "systems",
     "InProcessServer": "servers", "ExistingServer": "servers", "start_server": "servers",
+    "check_delivery": "delivery", "DeliveryResult": "delivery", "DeliveryFinding": "delivery",
     "strategies": None,  # the module itself: groupcoord.testing.strategies
 }
 __all__ = sorted(_PUBLIC)
