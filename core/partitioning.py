@@ -18,6 +18,22 @@ def java_string_hash(s: str) -> int:
     return h
 
 
+def java_hashmap_order(keys: list[str]) -> list[str]:
+    """The order a java.util.HashMap holding ``keys`` (given in insertion order) iterates them:
+    by bucket, the spread String.hashCode masked by the table size (16, doubled past 3/4
+    full); keys of one bucket in insertion order."""
+    size = 16
+    while len(keys) > size * 3 // 4:
+        size *= 2
+    return sorted(keys, key=lambda key: java_hashmap_bucket(key, size))  # stable: a bucket keeps insertion order
+
+
+def java_hashmap_bucket(key: str, size: int = 16) -> int:
+    """The bucket of a string key in a java.util.HashMap table of ``size`` buckets."""
+    h = java_string_hash(key)
+    return (h ^ (h >> 16)) & (size - 1)
+
+
 @lru_cache(maxsize=1 << 16)
 def partition_for(group_id: str, num_partitions: int) -> int:
     """Kafka's ``Utils.abs(groupId.hashCode()) % partitions``."""

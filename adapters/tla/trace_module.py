@@ -16,8 +16,8 @@ from groupcoord.adapters.tla.model import sbytes
 from groupcoord.adapters.tla.run import TLA_DIR
 from groupcoord.adapters.tla.trace import Trace
 from groupcoord.adapters.tla.values import MV, fmt, fn
-from groupcoord.core.classic.draft import java_hashmap_order
 from groupcoord.core.classic.subscription import subscription_topics
+from groupcoord.core.partitioning import java_hashmap_order
 
 STATE_VARS = ("state", "prevState", "generation", "protocolType", "protocolName", "leader", "members", "mem",
               "pending", "pendingSync", "newMemberAdded", "subs", "offsets", "committed", "stored", "timers", "writes",

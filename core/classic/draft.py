@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from ..frozen import evolve, field_copier, field_reader
-from ..partitioning import java_string_hash
+from ..partitioning import java_hashmap_order
 from .model import Group, GroupReads, Member, Parked
 from .states import EMPTY, GroupState, require_legal
 from .subscription import subscription_topics
@@ -166,23 +166,8 @@ class GroupDraft(GroupReads):
         if len(votes) == 1:  # the common case: no tie to break
             return choice
         most = max(votes.values())
+        # Kafka iterates its vote HashMap (deviation D1: insertion order within a bucket follows its members)
         return next(name for name in java_hashmap_order(list(votes)) if votes[name] == most)
-
-
-def java_hashmap_order(keys: list[str]) -> list[str]:
-    """The order a java.util.HashMap holding ``keys`` (given in insertion order) iterates them:
-    by bucket, the spread String.hashCode masked by the table size (16, doubled past 3/4
-    full); keys of one bucket in insertion order (deviation D1: Kafka's insertion order there
-    follows its member HashMap)."""
-    size = 16
-    while len(keys) > size * 3 // 4:
-        size *= 2
-
-    def bucket(key: str) -> int:
-        h = java_string_hash(key)
-        return (h ^ (h >> 16)) & (size - 1)
-
-    return sorted(keys, key=bucket)  # stable: a bucket keeps insertion order
 
 
 def subscribed_topics(g) -> frozenset[str] | None:

@@ -11,7 +11,7 @@ from typing import Any, Mapping
 import attrs
 
 from ..commands import DescribedConsumerGroup, DescribedConsumerMember, DescribedTopicPartitions, ListedGroup
-from ..partitioning import java_string_hash
+from ..partitioning import java_hashmap_bucket
 
 Assignment = Mapping[str, frozenset]  # topic id -> partitions
 
@@ -36,12 +36,6 @@ class MemberState(enum.Enum):
     UNREVOKED_PARTITIONS = "unrevoked_partitions"  # must revoke partitions to move to the next epoch
     UNRELEASED_PARTITIONS = "unreleased_partitions"  # at the target epoch, waiting for partitions others own
     UNKNOWN = "unknown"  # a state a newer coordinator wrote: the member is fenced at its next heartbeat
-
-
-def _java_bucket(name: str) -> int:
-    """The bucket of a string key in a Java HashMap of the default 16 buckets."""
-    h = java_string_hash(name) & 0xFFFFFFFF
-    return (h ^ (h >> 16)) & 15
 
 
 def merged(a: Assignment, b: Assignment) -> dict[str, frozenset]:
@@ -184,7 +178,7 @@ class ConsumerGroup:
                 counts[m.server_assignor] = counts.get(m.server_assignor, 0) + 1
         if not counts:
             return None
-        return min(counts, key=lambda name: (-counts[name], _java_bucket(name), name))
+        return min(counts, key=lambda name: (-counts[name], java_hashmap_bucket(name), name))
 
     def listed(self) -> ListedGroup:
         return ListedGroup(self.group_id, "consumer", self.state.value, self.KIND)

@@ -103,7 +103,7 @@ def _java_hashmap_iteration(keys: list[str]) -> list[str]:
     [f"p{n}" for n in range(25)],
 ])
 def test_votes_are_iterated_as_javas_hashmap_does(keys):
-    from groupcoord.core.classic.draft import java_hashmap_order
+    from groupcoord.core.partitioning import java_hashmap_order
 
     assert java_hashmap_order(list(keys)) == _java_hashmap_iteration(keys)
 
