@@ -268,3 +268,27 @@ def test_a_static_classic_member_in_a_consumer_group_heartbeats_by_its_instance(
     out = d.run(ev.Heartbeat(request_id=rid, now_ms=d.now, version=4, group_id="g", generation_id=joined.generation_id,
                              member_id="someone-else", group_instance_id="i"))
     assert next(x.response for x in out if isinstance(x, Respond)).error_code is Error.FENCED_INSTANCE_ID
+
+
+def test_a_static_classic_member_in_a_consumer_group_syncs_by_its_instance():
+    d = Driver()
+    d.hb("a", 0)
+    joined = Classic(d).join(version=5, instance="i")
+
+    def sync(member_id):
+        rid = ("s", member_id)
+        out = d.run(ev.SyncGroup(request_id=rid, now_ms=d.now, version=5, group_id="g",
+                                 generation_id=joined.generation_id, member_id=member_id, group_instance_id="i",
+                                 protocol_type="consumer", protocol_name="range", assignments=()))
+        return next(x.response for x in out if isinstance(x, Respond) and x.request_id == rid)
+
+    assert sync("someone-else").error_code is Error.FENCED_INSTANCE_ID
+    assert sync(joined.member_id).error_code is Error.NONE
+
+
+def test_an_upgrade_arms_each_classic_members_session_timer_by_its_member_id():
+    d = Driver(group_initial_rebalance_delay_ms=0)
+    _, mid, _ = stable_classic(d)
+    d.hb("a", 0)
+    armed = [x.key for x in d.last if isinstance(x, SetTimer) and isinstance(x.key, SessionTimer)]
+    assert SessionTimer(0, "g", mid) in armed and SessionTimer(0, "g", "a") in armed
