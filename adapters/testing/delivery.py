@@ -208,7 +208,7 @@ def _check_group(group: str, consumers: Mapping[str, Iterable[Any]], by_offset: 
                 who, m = earlier
                 how = (f"twice by consumer {consumer!r} (its {_ordinal(m)} and {_ordinal(n)} records)"
                        if who == consumer else
-                       f"by consumer {who!r} (its {_ordinal(m)} record) and again by {consumer!r} (its "
+                       f"by consumer {who!r} (its {_ordinal(m)} record) and by consumer {consumer!r} (its "
                        f"{_ordinal(n)}): handed over, as by a rebalance, without a commit covering it")
                 findings.append(DeliveryFinding("duplicate", group, *key, f"{r.where} read {how}"))
             else:

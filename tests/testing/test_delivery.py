@@ -53,7 +53,7 @@ def test_a_duplicate_after_a_hand_over_without_a_commit_is_named():
     result = check_delivery(acked, groups, log=log)
     (finding,) = result.findings
     assert finding.kind == "duplicate" and (finding.partition, finding.offset) == (1, 4)
-    assert finding.detail == ("orders-1@4 read by consumer 'a' (its 15th record) and again by 'b' (its 11th): "
+    assert finding.detail == ("orders-1@4 read by consumer 'a' (its 15th record) and by consumer 'b' (its 11th): "
                               "handed over, as by a rebalance, without a commit covering it")
 
 
