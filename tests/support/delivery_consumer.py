@@ -128,7 +128,14 @@ class Member:
 
 def run_kafka_python(m: Member) -> None:
     from kafka import KafkaConsumer, OffsetAndMetadata, TopicPartition
-    from kafka.errors import CommitFailedError, IllegalGenerationError, RebalanceInProgressError, UnknownMemberIdError
+    from kafka.errors import (
+        CommitFailedError,
+        IllegalGenerationError,
+        KafkaConnectionError,
+        KafkaError,
+        RebalanceInProgressError,
+        UnknownMemberIdError,
+    )
 
     a = m.args
     consumer = KafkaConsumer(a.topic, bootstrap_servers=a.bootstrap, group_id=a.group, client_id=a.name,
@@ -151,7 +158,15 @@ def run_kafka_python(m: Member) -> None:
             continue
         # Not shorter: kafka-python 3.0.12 loses a rebalance that completes after poll() timed out
         # waiting for it (tests/support/client_worker.py).
-        batch = consumer.poll(timeout_ms=1000)
+        try:
+            batch = consumer.poll(timeout_ms=1000)
+        except KafkaError as e:
+            # kafka-python 3.0.12's poll() can raise KafkaConnectionError while the server restarts
+            # (a metadata refresh finding the port closed): an application polls again.
+            if not (isinstance(e, KafkaConnectionError) or e.retriable):
+                raise
+            emit(event="poll_retry", error=f"{type(e).__name__}: {e}")
+            continue
         m.assigned(tp.partition for tp in consumer.assignment())
         m.handle([(tp.partition, r.offset, r.key, r.value) for tp, rs in batch.items() for r in rs], commit,
                  lambda p, o: consumer.seek(TopicPartition(a.topic, p), o))

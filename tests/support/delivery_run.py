@@ -321,10 +321,12 @@ def delivery_run(client: str, tmp: Path) -> Run:
 
         producer.send(batch[:5000])
         wait_until(all_acked(5000), DEADLINE_S, lambda: f"5000 acknowledgements, {len(producer.acked)} so far")
+        phase("first half acknowledged")
         wait_until(balanced, DEADLINE_S, lambda: "three members sharing the partitions: "
                    + "; ".join(m.tail() for m in members))
+        phase("joined")
         wait_until(group_read_all, DEADLINE_S, "the group to read the first 5000")
-        phase("joined, first half read")
+        phase("first half read")
         victim = members[1]
         victim.send(cmd="hold")
         wait_until(lambda: victim.seen("held"), DEADLINE_S, victim.tail)
@@ -333,6 +335,7 @@ def delivery_run(client: str, tmp: Path) -> Run:
         producer.send(batch[5000:7500])
         wait_until(all_acked(5001), DEADLINE_S, "the first acknowledgement after 5000", interval=0.001)
         server.signal(signal.SIGKILL)
+        phases["acknowledged when serve was killed"] = len(producer.acked)
         server.proc.wait(10)
         server.stop()
         server = serve(data_dir, port)
