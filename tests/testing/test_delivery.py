@@ -57,6 +57,15 @@ def test_a_duplicate_after_a_hand_over_without_a_commit_is_named():
                               "handed over, as by a rebalance, without a commit covering it")
 
 
+def test_a_record_read_again_after_higher_offsets_is_one_finding_a_duplicate():
+    """The consumer that reads it second may come first in ``groups``, and may already have read
+    the partition's later records: still one finding, not an out-of-order one as well."""
+    acked, groups, log = clean_run()
+    groups["billing"] = {"b": groups["billing"]["b"] + [(TOPIC, 1, 2, b"k1", b"v1-2")], "a": groups["billing"]["a"]}
+    result = check_delivery(acked, groups, log=log)
+    assert [(f.kind, f.partition, f.offset) for f in result.findings] == [("duplicate", 1, 2)], result.report()
+
+
 def test_a_duplicate_by_one_consumer_is_named():
     acked, groups, log = clean_run()
     groups["billing"]["a"].append((TOPIC, 1, 2, b"k1", b"v1-2"))
