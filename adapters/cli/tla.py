@@ -19,6 +19,7 @@ from groupcoord.adapters.tla.run import (
     TlaSetupError,
     check_setup,
     run_tlc,
+    tlc_check,
     workers_for_machine,
 )
 from groupcoord.adapters.traces import progress
@@ -97,20 +98,9 @@ def run_config(check: str, workers: int, work: Path, replace: dict | None = None
                extra_files: dict | None = None) -> CheckResult:
     cfg = CONFIGS[check]
     dump = work / f"{check}.{'dot' if check in GRAPHS else 'dump'}"
-    started = time.monotonic()
-    args = []
-    if check in COVERED:
-        args = ["-dump", str(dump)]
-    res = run_tlc(cfg, workers=workers, dump=dump if check in GRAPHS else None, extra_args=args,
-                  name=check, replace=replace, extra_files=extra_files, timeout=600)
-    r = CheckResult(check, res.ok, time.monotonic() - started)
-    r.data.update(config=cfg, generated=res.generated, distinct=res.distinct, depth=res.depth,
-                  exit_code=res.exit_code)
-    r.lines.append(f"{check} ({cfg}): exit {res.exit_code}, {res.generated} states generated, {res.distinct} distinct, "
-                   f"depth {res.depth}, {res.seconds:.1f} s")
-    if not res.ok:
-        r.lines.append(f"  FAILED: {res.violation()}")
-        r.data["violation"] = res.violation()
+    args = ["-dump", str(dump)] if check in COVERED else []
+    r = tlc_check(check, cfg, workers=workers, dump=dump if check in GRAPHS else None, extra_args=args,
+                  replace=replace, extra_files=extra_files)
     if check not in LIVENESS and dump.exists():
         cov = coverage_from_text(_event_chunks(dump))
         r.data["coverage"] = cov

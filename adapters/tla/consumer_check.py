@@ -11,7 +11,7 @@ from pathlib import Path
 import attrs
 
 from groupcoord.adapters.tla import consumer_graph, consumer_trace, consumer_trace_sources
-from groupcoord.adapters.tla.run import CheckResult, run_tlc
+from groupcoord.adapters.tla.run import CheckResult, tlc_check
 
 CONFIGS = {"consumer": "MCConsumer.cfg", "consumer-subs": "MCConsumerSubs.cfg",
            "consumer-live": "MCConsumerLive.cfg", "consumer-graph": "MCConsumerGraph.cfg"}
@@ -23,18 +23,7 @@ CLIENT_STEPS = 80
 
 def run_config(check: str, workers: int, dump: Path | None = None) -> CheckResult:
     """TLC on one configuration (behaviours end when the budget is spent: no deadlock check)."""
-    cfg = CONFIGS[check]
-    started = time.monotonic()
-    res = run_tlc(cfg, MODULE, workers=workers, dump=dump, extra_args=["-deadlock"], name=check, timeout=600)
-    r = CheckResult(check, res.ok, time.monotonic() - started)
-    r.data.update(config=cfg, generated=res.generated, distinct=res.distinct, depth=res.depth,
-                  exit_code=res.exit_code)
-    r.lines.append(f"{check} ({cfg}): exit {res.exit_code}, {res.generated} states generated, {res.distinct} "
-                   f"distinct, depth {res.depth}, {res.seconds:.1f} s")
-    if not res.ok:
-        r.lines.append(f"  FAILED: {res.violation()}")
-        r.data["violation"] = res.violation()
-    return r
+    return tlc_check(check, CONFIGS[check], MODULE, workers=workers, dump=dump, extra_args=["-deadlock"])
 
 
 def run_graph_check(dot: Path) -> CheckResult:

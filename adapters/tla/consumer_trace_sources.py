@@ -24,19 +24,12 @@ from groupcoord.core.consumer.model import ConsumerGroup
 
 
 def scenario_trace(path: str | Path) -> ConsumerTrace:
-    from groupcoord.adapters.scenarios.runner import SCENARIO_BASE_CONFIG, read_scenario, run_scenario
+    from groupcoord.adapters.tla.trace_sources import scenario_events
 
-    scenario, bad = read_scenario(path)
-    if bad is not None:
-        raise OutOfModel(bad.reason)
-    events: list = []
-    result = run_scenario(scenario, str(path), observer=lambda e, _c: events.append(e))
-    if not result.passed:
-        raise OutOfModel(f"the scenario fails: {result.reason}")
+    events, config = scenario_events(path)
     gids = [e.group_id for e in events if isinstance(e, ev.ConsumerGroupHeartbeat)]
     if not gids:
         raise OutOfModel("no consumer group heartbeat")
-    config = CoordinatorConfig.from_kafka(scenario.get("config") or {}, base=SCENARIO_BASE_CONFIG)
     return record(events, gids[0], config, Path(path).stem)
 
 

@@ -173,3 +173,21 @@ class CheckResult:
     seconds: float
     lines: list = attrs.Factory(list)
     data: dict = attrs.Factory(dict)
+
+
+def tlc_check(name: str, config: str, module: str = "MC", *, workers: int, dump: Path | None = None,
+              extra_args: list[str] | None = None, replace: dict | None = None,
+              extra_files: dict | None = None) -> CheckResult:
+    """TLC on one configuration as a check of ``tla check``: its line, and its numbers."""
+    started = time.monotonic()
+    res = run_tlc(config, module, workers=workers, dump=dump, extra_args=extra_args, name=name, replace=replace,
+                  extra_files=extra_files, timeout=600)
+    r = CheckResult(name, res.ok, time.monotonic() - started)
+    r.data.update(config=config, generated=res.generated, distinct=res.distinct, depth=res.depth,
+                  exit_code=res.exit_code)
+    r.lines.append(f"{name} ({config}): exit {res.exit_code}, {res.generated} states generated, {res.distinct} "
+                   f"distinct, depth {res.depth}, {res.seconds:.1f} s")
+    if not res.ok:
+        r.lines.append(f"  FAILED: {res.violation()}")
+        r.data["violation"] = res.violation()
+    return r

@@ -29,9 +29,9 @@ from groupcoord.core import events as ev
 from groupcoord.core.config import CoordinatorConfig
 
 
-def scenario_trace(path: str | Path) -> Trace:
-    """The events the scenario runner fed the core for one scenario, as a trace (OutOfModel
-    if the scenario leaves the spec's scope: offsets, several groups, a reload...)."""
+def scenario_events(path: str | Path) -> tuple[list, CoordinatorConfig]:
+    """The events the scenario runner fed the core for one scenario, and its configuration
+    (OutOfModel if the scenario cannot be read or fails)."""
     from groupcoord.adapters.scenarios.runner import SCENARIO_BASE_CONFIG, read_scenario, run_scenario
 
     scenario, bad = read_scenario(path)
@@ -41,7 +41,13 @@ def scenario_trace(path: str | Path) -> Trace:
     result = run_scenario(scenario, str(path), observer=lambda e, _c: events.append(e))
     if not result.passed:
         raise OutOfModel(f"{SCENARIO_FAILS}: {result.reason}")
-    config = CoordinatorConfig.from_kafka(scenario.get("config") or {}, base=SCENARIO_BASE_CONFIG)
+    return events, CoordinatorConfig.from_kafka(scenario.get("config") or {}, base=SCENARIO_BASE_CONFIG)
+
+
+def scenario_trace(path: str | Path) -> Trace:
+    """One scenario's run as a trace (OutOfModel if the scenario leaves the spec's scope:
+    offsets, several groups, a reload...)."""
+    events, config = scenario_events(path)
     return scoped_record(events, config, Path(path).name)
 
 
