@@ -54,7 +54,7 @@ class Stored(NamedTuple):
     base_offset: int
     last_offset: int
     max_timestamp: int
-    data: bytes
+    data: bytes | bytearray  # bytearray when appended here (the offsets rewritten in a copy)
 
 
 class AppendResult(NamedTuple):
@@ -269,11 +269,10 @@ class DataLog:
             return Code.INVALID_RECORD, (f"record batch of {header.count} records with last offset delta "
                                          f"{header.last_offset_delta}")
         if header.compression == 0:
-            try:
-                records = fmt.read_records(memoryview(data)[fmt.HEADER_SIZE:], header.count, 0, 0)
-            except fmt.FormatError as e:
-                return Code.CORRUPT_MESSAGE, f"record batch: {e}"
-            if any(r.offset != i for i, r in enumerate(records)):
+            problem, sequential = fmt.check_records(data, fmt.HEADER_SIZE, header.count)
+            if problem is not None:
+                return Code.CORRUPT_MESSAGE, f"record batch: {problem}"
+            if not sequential:
                 return Code.INVALID_RECORD, "record offset deltas are not 0, 1, 2, ..."
         elif header.compression > 4:
             return Code.CORRUPT_MESSAGE, f"unknown compression codec {header.compression}"

@@ -95,9 +95,14 @@ def crc_matches(data, pos: int, header: BatchHeader) -> bool:
     return crc32c.crc32c(memoryview(data)[pos + CRC_START:pos + header.size]) == header.crc
 
 
-def with_base_offset(batch: bytes, base_offset: int, leader_epoch: int) -> bytes:
-    """The batch with its base offset and partition leader epoch rewritten (outside the CRC)."""
-    return struct.pack(">q", base_offset) + batch[8:12] + struct.pack(">i", leader_epoch) + batch[16:]
+def with_base_offset(batch: bytes, base_offset: int, leader_epoch: int) -> bytearray:
+    """A copy of the batch with its base offset and partition leader epoch rewritten (outside
+    the CRC). One copy, written in place: concatenating bytes costs ~20x more for a 1 MB batch
+    (each new large bytes object is fresh memory to fault in)."""
+    out = bytearray(batch)
+    struct.pack_into(">q", out, 0, base_offset)
+    struct.pack_into(">i", out, 12, leader_epoch)
+    return out
 
 
 # --- varints ------------------------------------------------------------------------------------
@@ -219,6 +224,87 @@ def read_records(body, count: int, base_offset: int, base_timestamp: int) -> lis
     if p != len(body):
         raise FormatError("records do not fill the batch")
     return out
+
+
+def check_records(data, pos: int, count: int) -> tuple[str | None, bool]:
+    """The ``count`` records of an uncompressed batch, from ``pos`` to the end of ``data`` (the
+    bytes after its header), walked without building them, for the log's check of a produced
+    batch: (what ``read_records`` would raise, as its FormatError's message, or None; whether
+    their offset deltas are 0, 1, 2, ...). About 5x faster than ``read_records``."""
+    size = len(data)
+    sequential = True
+    p = pos
+    try:
+        for i in range(count):
+            b = data[p]  # the varints are read inline when they fit one or two bytes (most do)
+            if b < 0x80:
+                length, p = (b >> 1) ^ -(b & 1), p + 1
+            elif data[p + 1] < 0x80:
+                b = (b & 0x7F) | (data[p + 1] << 7)
+                length, p = (b >> 1) ^ -(b & 1), p + 2
+            else:
+                length, p = read_varint(data, p)
+            end = p + length
+            if length < 1 or end > size:
+                return "a record runs past the end of its batch", sequential
+            p += 1  # attributes
+            b = data[p]  # timestamp delta
+            if b < 0x80:
+                p += 1
+            elif data[p + 1] < 0x80:
+                p += 2
+            else:
+                _, p = read_varint(data, p)
+            b = data[p]  # offset delta
+            if b < 0x80:
+                delta, p = (b >> 1) ^ -(b & 1), p + 1
+            elif data[p + 1] < 0x80:
+                b = (b & 0x7F) | (data[p + 1] << 7)
+                delta, p = (b >> 1) ^ -(b & 1), p + 2
+            else:
+                delta, p = read_varint(data, p)
+            if delta != i:
+                sequential = False
+            b = data[p]  # key
+            if b < 0x80:
+                n, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                n, p = read_varint(data, p)
+            if n > 0:
+                p += n
+                if p > size:
+                    return "a record field runs past the end", sequential
+            b = data[p]  # value
+            if b < 0x80:
+                n, p = (b >> 1) ^ -(b & 1), p + 1
+            elif data[p + 1] < 0x80:
+                b = (b & 0x7F) | (data[p + 1] << 7)
+                n, p = (b >> 1) ^ -(b & 1), p + 2
+            else:
+                n, p = read_varint(data, p)
+            if n > 0:
+                p += n
+                if p > size:
+                    return "a record field runs past the end", sequential
+            if data[p] == 0:  # no headers
+                p += 1
+            else:
+                headers, p = read_varint(data, p)
+                for _h in range(max(headers, 0) * 2):  # each header's name and value
+                    n, p = read_varint(data, p)
+                    if n > 0:
+                        p += n
+                        if p > size:
+                            return "a record field runs past the end", sequential
+            if p != end:
+                return "a record's fields do not fill its length", sequential
+    except IndexError:
+        return "a varint runs past the end", sequential
+    except FormatError as e:
+        return str(e), sequential
+    if p != size:
+        return "records do not fill the batch", sequential
+    return None, sequential
 
 
 class Batch:
