@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import os
 import sys
@@ -89,6 +90,16 @@ def build_parser() -> Parser:
     q.add_argument("--quick", action="store_true", help="smaller runs (for smoke tests)")
     add_bench_replay_arguments(q)
     progress.add_flag(q)
+    q = bench.add_parser("data", help="produce and consume throughput and end-to-end latency of 1 KB messages "
+                                      "(confluent-kafka) against groupcoord serve and Tansu in one run, each "
+                                      "server on one CPU; ratios against Tansu")
+    q.add_argument("--quick", action="store_true", help="2000 messages, 50 latency rounds, no storage comparison "
+                                                        "(for smoke tests)")
+    q.add_argument("--messages", type=parsing.number(int, 100, "a whole number of at least 100"), default=None,
+                   help="messages produced and consumed per server (default 100000; 2000 with --quick)")
+    q.add_argument("--storage-compare", action=argparse.BooleanOptionalAction, default=None,
+                   help="also time the log's durable backends alone: SQLite against an append-only segment "
+                        "file with fdatasync (default: on, off with --quick)")
     q = bench.add_parser("proxy", help="Heartbeat round trips direct and through `groupcoord record`")
     q.add_argument("--count", type=parsing.number(int, 10, "a whole number of at least 10"), default=20_000,
                    help="heartbeats each way in each phase (default 20000): one connection with one in "
@@ -222,6 +233,10 @@ def _run(args) -> int:
         from groupcoord.adapters.bench.verify import run_verify_bench
 
         return run_verify_bench(quick=args.quick, groups=args.groups)
+    if args.command == "bench" and args.target == "data":
+        from groupcoord.adapters.bench.data import run_data_bench
+
+        return run_data_bench(quick=args.quick, messages=args.messages, storage_compare=args.storage_compare)
     if args.command == "bench" and args.target == "proxy":
         from groupcoord.adapters.bench.proxy import run_proxy_bench
 

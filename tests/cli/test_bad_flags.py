@@ -94,6 +94,8 @@ ROWS = [
     (["bench", "replay", "--groups", "x"], "argument --groups: expected a whole number"),
     (["bench", "replay", "--engines", "plain,gpu"], "argument --engines: unknown engines 'gpu'"),
     (["bench", "replay", "--trace", "{inputs}/missing"], "--trace {inputs}/missing: no such file or directory"),
+    (["bench", "data", "--messages", "10"], "argument --messages: expected a whole number of at least 100, got '10'"),
+    (["bench", "data", "--storage-compare=yes"], "argument --storage-compare/--no-storage-compare: ignored explicit argument 'yes'"),
     (["bench", "proxy", "--count", "5"], "argument --count: expected a whole number of at least 10, got '5'"),
     (["bench", "proxy", "--quick"], "unrecognized arguments: --quick"),
     (["bench", "fixture", "--starts", "0"], "argument --starts: expected a whole number of at least 1, got '0'"),
