@@ -81,6 +81,7 @@ def run_record(args: argparse.Namespace) -> int:
 def _from_capture(args: argparse.Namespace) -> int:
     import time
 
+    from groupcoord.adapters.observe.pairing import counted_pairs
     from groupcoord.adapters.observe.pcap import CaptureError, CaptureReader
     from groupcoord.adapters.observe.trace import FORMAT, JOURNAL, JSONL, META, PARQUET, ObservedWriter, write_meta
     from groupcoord.adapters.traces.stopping import written
@@ -99,17 +100,19 @@ def _from_capture(args: argparse.Namespace) -> int:
             write_meta(into, {"format": FORMAT, "pcap": str(args.pcap), "port": args.port,
                               "started_us": time.time_ns() // 1000, "connections": len(reader.connections),
                               "passed_through": reader.passed_through, "undecoded": reader.undecoded_,
+                              "data_plane_pairs": dict(sorted(reader.data_plane_pairs.items())),
                               "problems": reader.problems})
     except OSError as e:
         return fail(args.prog, f"--out {args.out}: {e.strerror or e}")
     for line in reader.problems:
         print(f"{args.prog}: {line}", file=sys.stderr)
-    print(f"{len(records)} pairs from {len(reader.connections)} connections of {args.pcap} into {args.out}",
-          file=sys.stderr)
+    print(f"{len(records)} pairs from {len(reader.connections)} connections of {args.pcap} into {args.out}; "
+          f"data-plane pairs counted, not recorded: {counted_pairs(reader.data_plane_pairs)}", file=sys.stderr)
     return 0
 
 
 async def _record(args: argparse.Namespace) -> int:
+    from groupcoord.adapters.observe.pairing import counted_pairs
     from groupcoord.adapters.observe.proxy import RecordingProxy, address
     from groupcoord.adapters.observe.trace import ObservedWriter, write_meta
 
@@ -157,6 +160,7 @@ async def _record(args: argparse.Namespace) -> int:
     if lost:
         print(f"{args.prog}: error: {lost[0]}; stopped", file=sys.stderr, flush=True)
         return 1
-    print(f"stopped: {writer.count} records in {args.out}", file=sys.stderr, flush=True)
+    print(f"stopped: {writer.count} records in {args.out}; data-plane pairs counted, not recorded: "
+          f"{counted_pairs(proxy.data_plane_pairs)}", file=sys.stderr, flush=True)
     # what was recorded is whole (each record a flushed line); then the line every stopped command ends with
     return stopping.interrupted(args.prog, received[0]) if received else 0

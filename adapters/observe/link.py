@@ -4,7 +4,8 @@ stands for.
 Two pumps run side by side. Client -> broker: each request frame is forwarded byte for byte;
 the group APIs are decoded first (kio, through ``codec``) and kept, by correlation id, until
 their response. Broker -> client: a response is matched to its request by the correlation id
-it starts with (not by order); a group API's is decoded and the pair written as one record;
+it starts with (not by order); a group API's is decoded and the pair written as one record; a
+data-plane API's (Produce, Fetch, ...) is passed on undecoded and the pair only counted;
 Metadata and FindCoordinator responses are re-encoded with the proxy's addresses
 (``rewrite``); every other frame goes back untouched. When either side closes, so does the
 other, and requests still waiting are written with no response.
@@ -43,6 +44,7 @@ class Hub(Protocol):
     def topics(self, record: dict) -> None: ...
     def passed(self, api: str) -> None: ...
     def undecoded(self, api: str) -> None: ...
+    def paired(self, api: str) -> None: ...
     def log(self, line: str) -> None: ...
 
 
@@ -126,6 +128,11 @@ class Link:
             frame = await reader.readexactly(size)
             correlation_id = correlation_id_of(frame)
             pending = self.pending.pop(correlation_id, None)
+            if pending is not None and pending.counted is not None:  # a data-plane pair: counted, passed on as it is
+                client.write(head + frame)
+                await client.drain()
+                self.hub.paired(pending.counted)
+                continue
             out, response, body = head + frame, None, None
             if pending is not None:
                 out, response, body = await self._decoded(pending, correlation_id, frame, out)

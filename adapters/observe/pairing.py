@@ -1,9 +1,13 @@
 """Requests paired with their responses by correlation id: what the proxy and the capture
 reader (``pcap``) both do with the frames of one connection. A group API's request is decoded
-(kio, through ``codec``) and kept until its response; the pair becomes one record."""
+(kio, through ``codec``) and kept until its response; the pair becomes one record. A data-plane
+API's (``DATA_PLANE_APIS``: Produce, Fetch, ...) is neither decoded nor recorded, so no verdict
+judges it: its pair is only counted (``Counts.paired``), when the response comes (a Produce
+with acks=0 gets none and is not waited for)."""
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -12,6 +16,11 @@ from groupcoord.adapters.observe.trace import RECORDED_APIS, observed
 from groupcoord.adapters.protocol import codec
 
 RECORDED = {codec.API_KEYS[name]: name for name in RECORDED_APIS}
+# The data plane (spec/data-plane.md): its pairs are counted, never recorded or judged.
+DATA_PLANE_APIS = ("Produce", "Fetch", "ListOffsets", "InitProducerId", "CreateTopics", "DeleteTopics",
+                   "DeleteRecords", "AddPartitionsToTxn", "AddOffsetsToTxn", "EndTxn", "TxnOffsetCommit")
+DATA_PLANE = {codec.API_KEYS[name]: name for name in DATA_PLANE_APIS}
+PRODUCE = codec.API_KEYS["Produce"]
 
 
 class MalformedFrame(Exception):
@@ -21,6 +30,7 @@ class MalformedFrame(Exception):
 class Counts(Protocol):
     def passed(self, api: str) -> None: ...
     def undecoded(self, api: str) -> None: ...
+    def paired(self, api: str) -> None: ...
 
 
 @dataclass(slots=True)
@@ -33,6 +43,12 @@ class Pending:
     # a Metadata request: the topics it asked about (None: every topic), for its answer's
     # topics record (``metadata_record``); "": not a Metadata request, or one not read
     asked: list | None | str = ""
+    counted: str | None = None  # a data-plane API's name: its response is counted, not read
+
+
+def counted_pairs(counts: dict[str, int]) -> str:
+    """The data-plane pairs counted, for a summary line: "Fetch 12, Produce 3" (or "none")."""
+    return ", ".join(f"{api} {n}" for api, n in sorted(counts.items())) or "none"
 
 
 def note_request(frame: bytes, recv_us: int, pending: dict[int, Pending], counts: Counts) -> None:
@@ -46,6 +62,8 @@ def note_request(frame: bytes, recv_us: int, pending: dict[int, Pending], counts
         counts.passed(codec.API_NAMES.get(api_key, f"api key {api_key}"))
         if api_key == METADATA and codec.has_schema(api_key, version):
             pending[correlation_id] = Pending(api_key, version, client_id, recv_us, None, _asked(frame))
+        elif api_key in DATA_PLANE and not (api_key == PRODUCE and _produce_acks(frame, version) == 0):
+            pending[correlation_id] = Pending(api_key, version, client_id, recv_us, None, counted=DATA_PLANE[api_key])
         return
     if not codec.has_schema(api_key, version):
         counts.undecoded(f"{name} v{version}")  # passes through as it is
@@ -55,6 +73,43 @@ def note_request(frame: bytes, recv_us: int, pending: dict[int, Pending], counts
     except (codec.FrameError, codec.UnsupportedRequest) as e:
         raise MalformedFrame(f"malformed frame: {e}") from None
     pending[correlation_id] = Pending(api_key, version, decoded.client_id, recv_us, codec.to_fields(decoded.body))
+
+
+def _produce_acks(frame: bytes, version: int) -> int | None:
+    """A Produce request's ``acks``, read from its first fields without decoding its records
+    (None when they cannot be read). From v9 the header and the body are flexible: tagged
+    fields after the client id, a compact transactional id."""
+    try:
+        (n,) = _INT16.unpack_from(frame, 8)  # the client id, a nullable string in every header
+        p = 10 + max(n, 0)
+        if version >= 9:
+            tags, p = _uvarint(frame, p)
+            for _ in range(tags):
+                _tag, p = _uvarint(frame, p)
+                size, p = _uvarint(frame, p)
+                p += size
+            length, p = _uvarint(frame, p)  # the transactional id: length + 1, 0 for null
+            p += max(length - 1, 0)
+        else:
+            (n,) = _INT16.unpack_from(frame, p)
+            p += 2 + max(n, 0)
+        return _INT16.unpack_from(frame, p)[0]
+    except (struct.error, IndexError):
+        return None
+
+
+def _uvarint(data: bytes, p: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = data[p]
+        p += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, p
+        shift += 7
+
+
+_INT16 = struct.Struct(">h")
 
 
 def _asked(frame: bytes) -> list | None | str:

@@ -101,6 +101,7 @@ class CaptureReader:
         self.path, self.port = Path(path), port
         self.passed_through: dict[str, int] = {}
         self.undecoded_: dict[str, int] = {}
+        self.data_plane_pairs: dict[str, int] = {}
         self.connections: dict[tuple, _Connection] = {}
         self.problems: list[str] = []
 
@@ -109,6 +110,9 @@ class CaptureReader:
 
     def undecoded(self, api: str) -> None:
         self.undecoded_[api] = self.undecoded_.get(api, 0) + 1
+
+    def paired(self, api: str) -> None:
+        self.data_plane_pairs[api] = self.data_plane_pairs.get(api, 0) + 1
 
     def records(self) -> list[dict]:
         out: list[dict] = []
@@ -143,6 +147,9 @@ class CaptureReader:
     def _answer(self, conn: _Connection, frame: bytes, ts_us: int) -> list[dict]:
         pending = conn.pending.pop(correlation_id_of(frame), None)
         if pending is None:
+            return []
+        if pending.counted is not None:  # a data-plane pair: counted only
+            self.paired(pending.counted)
             return []
         if pending.request is None:  # a Metadata answer: its topics (the topics image), when read
             try:

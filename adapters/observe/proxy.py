@@ -65,6 +65,7 @@ class RecordingProxy:
         self.listeners: dict[int, tuple[str, int]] = {}  # node -> the proxy's address for it
         self.passed_through: Counter[str] = Counter()
         self.not_decoded: Counter[str] = Counter()
+        self.data_plane_pairs: Counter[str] = Counter()  # Produce, Fetch, ... pairs: counted, not recorded
         self.started_us: int | None = None
         # what the Metadata answers showed of each topic, as runs of one state (topic_runs)
         self.topic_runs: dict[str, list[dict]] = {}
@@ -111,6 +112,9 @@ class RecordingProxy:
     def undecoded(self, api: str) -> None:
         self.not_decoded[api] += 1
 
+    def paired(self, api: str) -> None:
+        self.data_plane_pairs[api] += 1
+
     def topics(self, record: dict) -> None:
         """A Metadata answer's topics (``pairing.metadata_record``): each topic's state kept as
         runs (first and last answer showing it so), in meta.json, rewritten at once."""
@@ -153,6 +157,7 @@ class RecordingProxy:
                 "brokers": {str(node): address(*a) for node, a in sorted(self.listeners.items())},
                 "passed_through": dict(sorted(self.passed_through.items())),
                 "undecoded": dict(sorted(self.not_decoded.items())),
+                "data_plane_pairs": dict(sorted(self.data_plane_pairs.items())),
                 "topics": [run for name in sorted(self.topic_runs) for run in self.topic_runs[name]],
                 "metadata_every_topic": self.every_topic,
                 "stopped_us": now_us() if stopped else None}
