@@ -39,6 +39,21 @@ def with_topics(path: str, settings: Settings) -> Settings:
     return settings if seen is None else attrs.evolve(settings, topics=seen)
 
 
+def data_plane_pairs(path: str) -> dict[str, int]:
+    """The data plane's pairs the recording counted and did not record (``data_plane_pairs`` in
+    its meta.json, spec/observed-trace.md), as reasons not checked: "Produce pairs (...)" -> n."""
+    where = Path(path)
+    try:
+        meta = json.loads(((where if where.is_dir() else where.parent) / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    pairs = meta.get("data_plane_pairs") if isinstance(meta, dict) else None
+    if not isinstance(pairs, dict):
+        return {}
+    return {f"{api} pairs (the data plane: counted by record, not recorded)": n for api, n in pairs.items()
+            if isinstance(n, int) and n > 0}
+
+
 def verify_plain(path: str, settings: Settings, share_bytes: int = SHARE_BYTES,
                  keep_going: bool = False) -> tuple[list[Verdict], dict]:
     settings = with_topics(path, settings)
@@ -311,6 +326,7 @@ def run(path: str, settings: Settings, engine: str = "plain", master: str = "loc
         verdicts, unchecked = verify_spark(path, settings, master, keep_going, torn=torn and torn[1])
     else:
         verdicts, unchecked = verify_plain(path, settings, keep_going=keep_going)
+    unchecked = {**unchecked, **data_plane_pairs(path)}
     affected = None
     if torn is not None:
         unchecked = {**unchecked, TORN: 1}
