@@ -19,7 +19,7 @@ load, librdkafka's threads included) is pinned to another:
 * The server's CPU seconds (utime + stime from /proc) during produce and consume: CPU µs a message.
 
 Then ``*_vs_tansu`` ratios, each groupcoord figure against Tansu's from this run (> 1: groupcoord
-is faster; for latency, Tansu's p50 / groupcoord's, so > 1 is also groupcoord better).
+is faster; for the latencies, Tansu's figure / groupcoord's, so > 1 is also groupcoord better).
 
 ``--storage-compare`` (on by default, off with ``--quick``): the log's durable backends alone,
 in this process (no wire): acks=all appends (each answered only once on disk) of batches of
