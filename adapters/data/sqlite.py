@@ -5,7 +5,7 @@ store holds; the log is opened after it, so the directory is already this proces
 Tables: ``batches`` (topic, partition, base offset -> the batch's bytes as the log keeps them),
 ``starts`` (each partition's log start), ``topics`` (the topics created by CreateTopics or
 auto-creation, with their ``retention.ms``) and ``meta`` (the first producer id not yet handed
-out). WAL journal with ``synchronous=FULL``, 64 KiB pages: a transaction is on disk before its COMMIT
+out). WAL journal with ``synchronous=FULL``: a transaction is on disk before its COMMIT
 returns, and an append is acknowledged (``done``) only after that, so an ``acks=all``
 produce that was answered survives a SIGKILL. One writer thread commits what is queued in one
 transaction (group commit); outcomes go back to the event loop in commit order.
@@ -33,9 +33,6 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL)",
 )
 _BATCH_MAX = 1000  # queued writes per transaction at most
-# SQLite's largest page: a batch's bytes span 16x fewer overflow pages than at the default 4 KiB;
-# acks=all appends of 100 KB batches measured 1.5x faster (spec/benchmarks.md, bench data)
-PAGE_SIZE = 65536
 
 
 class SqliteLogBackend:
@@ -49,7 +46,6 @@ class SqliteLogBackend:
         try:
             Path(data_dir).mkdir(parents=True, exist_ok=True)
             db = self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            db.execute(f"PRAGMA page_size={PAGE_SIZE}")  # a new file's only (an existing one keeps its own)
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")
             for statement in _SCHEMA:
