@@ -14,6 +14,7 @@ import pytest
 from paths import ROOT, SCENARIOS
 
 from groupcoord.adapters.cli import tla as tla_cli
+from groupcoord.adapters.tla import consumer_mutants
 from groupcoord.adapters.tla.mutants import MUTANTS
 from groupcoord.adapters.tla.run import TlaSetupError, check_setup
 
@@ -42,6 +43,14 @@ def check(setup, graph):
     lines: list[str] = []
     ok, results = tla_cli.run_check(out=lines.append, keep_graph=graph)
     return ok, {r.name: r for r in results}, lines
+
+
+@pytest.fixture(scope="module")
+def mutants(setup, check, graph):
+    """(after the check, whose state graph the mutants' graph check replays again)"""
+    lines: list[str] = []
+    ok, results = tla_cli.run_mutants_command(out=lines.append, graph=graph if check[0] else None)
+    return ok, results, lines
 
 
 def test_check_passes(check):
@@ -158,6 +167,40 @@ def test_coverage_parser_counts_each_action():
     assert cov["WriteFailed"] == 1 and cov["SyncGroup"] == 0
 
 
+def test_at_least_ten_mutants_all_caught(mutants):
+    ok, results, lines = mutants
+    assert len(results) == len(tla_cli.ALL_MUTANTS) > len(MUTANTS) >= 10
+    assert {r.mutant.name for r in results} >= {m.name for m in consumer_mutants.SPEC_MUTANTS + consumer_mutants.CORE_MUTANTS}
+    missed = [r.mutant.name for r in results if not r.passed]
+    assert not missed, "\n".join(lines)
+    assert ok
+
+
+def test_named_properties_catch_their_mutants(mutants):
+    """The spec-only properties named after a bug each catch that bug written into the spec, and
+    the timer-length check a timer armed with the wrong length (issue 17 §7)."""
+    by = {r.mutant.name: r for r in mutants[1]}
+    expected = {"spec-static-rejoin-keeps-old-id": ("tlc-mc4", "StaticJoinGetsFreshId"),  # KAFKA-8500
+                "spec-no-sync-timer": ("tlc-mc4", "SyncTimerWhileAwaitingSync"),  # KAFKA-12890
+                "spec-static-replace-answered-before-write": ("tlc-mc4", "ReplacementAnsweredAfterWrite"),  # 10284
+                # issue 17 §6: every request answered, a cooperative group reaches Stable
+                "spec-leave-drops-parked-join": ("tlc-mc3", "AnsweredExactlyOnce"),
+                "spec-static-replace-never-answered": ("tlc-live", "EveryRequestAnswered"),
+                "spec-rejoin-not-parked": ("tlc-stable", "ReachesStable"),
+                # issue 17 §2, §3: offsets, durability and failover
+                "spec-commit-from-stale-generation": ("tlc-offsets", "commit_requires_valid_member"),
+                "spec-acked-commit-not-committed": ("tlc-offsets", "AckedCommitReadable"),
+                "spec-removed-group-drops-committed": ("tlc-offsets", "committed_counts_writes"),
+                "spec-acked-commit-not-in-log": ("tlc-failover", "acknowledged_commit_durable"),
+                "spec-reload-drops-offsets": ("tlc-failover", "reload_restores_the_log"),
+                "session-timer-rebalance-length": ("graph-check", "out[3].ms")}
+    for name, (check, about) in expected.items():
+        caught = by[name].caught
+        assert caught is not None and (caught.check, caught.about) == (check, about), (name, caught)
+    lines = mutants[2]
+    assert any("spec-no-sync-timer" in line and "SyncTimerWhileAwaitingSync violated" in line for line in lines)
+
+
 def _one_mutant_run(catch):
     from groupcoord.adapters.tla.mutants import run_mutants
 
@@ -220,6 +263,12 @@ def test_violated_property_and_only_property():
     assert "CompletingSettles" not in live and "    PreparingIsLeft\n" in live
     with pytest.raises(ValueError):
         only_property(live, "NoSuchProperty")
+
+
+def test_named_bugs_are_in_the_catalogue(mutants):
+    sources = {r.mutant.source for r in mutants[1]}
+    for bug in ("KAFKA-8500", "KAFKA-9801", "KoP pull request #380", "Redpanda issue #3300"):
+        assert bug in sources
 
 
 def test_mutants_restore_the_core():
