@@ -88,7 +88,7 @@ class ConsumerRecorder:
         self.gid = gid
         self.complete_writes = complete_writes
         self.completed: set[int] = set()
-        self._counts: dict[str, int] = {}
+        self.topics: frozenset = frozenset()  # the topics image: (name, topic id, partitions)
         self.coordinator = Coordinator(config or CoordinatorConfig())
         self.part = self.coordinator.partition_of(gid)
         self.trace = ConsumerTrace(name, [])
@@ -191,12 +191,10 @@ class ConsumerRecorder:
         return cmds
 
     def _topics(self, event: ev.TopicsChanged) -> None:
-        if self.coordinator.group(self.gid) is not None and \
-                {tid: (n, c) for n, tid, c in event.topics} != \
-                {tid: (self.topic_names.get(tid), self._counts.get(tid)) for tid in self.topic_names}:
+        if self.coordinator.group(self.gid) is not None and frozenset(event.topics) != self.topics:
             raise OutOfModel("the topics changed while the group lives")
+        self.topics = frozenset(event.topics)
         self.topic_names = {tid: name for name, tid, _ in event.topics}
-        self._counts = {tid: count for _, tid, count in event.topics}
         self.trace.partitions = {f"{name}:{n}": name for name, _, count in event.topics for n in range(count)}
 
     def _quiet(self, event) -> list:
